@@ -1,0 +1,382 @@
+#include "hooks.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+
+#include "clock.h"
+#include "errno_saver.h"
+#include "real_libc.h"
+#include "runtime.h"
+#include "socket_table.h"
+
+namespace tcpadvise {
+namespace hooks {
+namespace {
+
+// TrackedWrite times one write-family call on a tracked socket and records it.
+template <typename Call>
+inline ssize_t TrackedWrite(SocketState* s, WriteApi api, uint64_t iovcnt, Call call) {
+  const uint64_t start = ReadTicks();
+  const ssize_t result = call();
+  const uint64_t end = ReadTicks();
+  s->OnWrite(api, result, result < 0 ? errno : 0, iovcnt, start, end);
+  return result;
+}
+
+// TrackedRead runs one read-family call on a tracked socket and records it.
+template <typename Call>
+inline ssize_t TrackedRead(SocketState* s, ReadApi api, int flags, Call call) {
+  const ssize_t result = call();
+  s->OnRead(api, result, result < 0 ? errno : 0, (flags & MSG_PEEK) != 0, ReadTicks());
+  return result;
+}
+
+bool IsTcpFamily(int domain) { return domain == AF_INET || domain == AF_INET6; }
+
+// IsTcpSocket asks the kernel about a fd the shim did not see created.
+bool IsTcpSocket(int fd) {
+  int domain = 0, protocol = 0;
+  socklen_t len = sizeof(domain);
+  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || !IsTcpFamily(domain)) return false;
+  len = sizeof(protocol);
+  return getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) == 0 && protocol == IPPROTO_TCP;
+}
+
+// Identify reads both ends of a socket from the kernel.
+SocketIdentity Identify(int fd, Role role) {
+  SocketIdentity id;
+  id.role = role;
+  socklen_t len = sizeof(id.local);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&id.local), &len);
+  len = sizeof(id.peer);
+  getpeername(fd, reinterpret_cast<sockaddr*>(&id.peer), &len);
+  return id;
+}
+
+void TrackNew(int fd, const SocketIdentity& id, bool nonblocking) {
+  SocketState* s = g_table.Track(fd, id);
+  if (s == nullptr) {
+    NoteTrackFailure(fd);
+    return;
+  }
+  s->nonblocking = nonblocking;
+  OnSocketTracked();
+}
+
+// UpdateTracked applies fn to fd's entry under the table mutex, so the
+// snapshot thread never reads a half-written identity.
+template <typename Fn>
+void UpdateTracked(int fd, Fn fn) {
+  ErrnoSaver errno_saver;
+  g_table.Lock();
+  SocketState* s = g_table.Lookup(fd);
+  if (s != nullptr) fn(s);
+  g_table.Unlock();
+}
+
+int AfterAccept(int listen_fd, int fd, int flags) {
+  if (fd < 0) return fd;
+  ErrnoSaver errno_saver;
+  SocketState* listener = g_table.Lookup(listen_fd);
+  if (listener == nullptr) {
+    // A listener inherited through exec or created before the shim loaded.
+    if (!IsTcpSocket(fd)) return fd;
+    TrackNew(listen_fd, Identify(listen_fd, Role::kListener), false);
+  }
+  TrackNew(fd, Identify(fd, Role::kServer), (flags & SOCK_NONBLOCK) != 0);
+  return fd;
+}
+
+bool AppOptionOf(int level, int name, AppOption* option) {
+  if (level == IPPROTO_TCP && name == TCP_NODELAY) *option = AppOption::kNodelay;
+  else if (level == IPPROTO_TCP && name == TCP_CORK) *option = AppOption::kCork;
+  else if (level == IPPROTO_TCP && name == TCP_QUICKACK) *option = AppOption::kQuickack;
+  else if (level == SOL_SOCKET && name == SO_SNDBUF) *option = AppOption::kSndbuf;
+  else if (level == SOL_SOCKET && name == SO_RCVBUF) *option = AppOption::kRcvbuf;
+  else return false;
+  return true;
+}
+
+uint64_t MessageBytes(const struct mmsghdr* msgs, int count) {
+  uint64_t bytes = 0;
+  for (int i = 0; i < count; ++i) bytes += msgs[i].msg_len;
+  return bytes;
+}
+
+// AfterDup records a successful dup of a tracked fd.
+int AfterDup(int old_fd, int new_fd) {
+  if (new_fd < 0) return new_fd;
+  SocketState* s = g_table.Lookup(old_fd);
+  if (s != nullptr) {
+    ErrnoSaver errno_saver;
+    g_table.Alias(new_fd, s);
+  }
+  return new_fd;
+}
+
+// DupOnto wraps dup2 and dup3, which silently close what new_fd held.
+template <typename Call>
+int DupOnto(int old_fd, int new_fd, Call call) {
+  const bool replaces_tracked = old_fd != new_fd && g_table.Lookup(new_fd) != nullptr;
+  if (replaces_tracked) {
+    ErrnoSaver errno_saver;
+    g_table.CaptureKernelState(new_fd);
+  }
+  const int result = call();
+  if (result < 0) return result;
+  ErrnoSaver errno_saver;
+  if (g_table.Lookup(old_fd) != nullptr) {
+    g_table.Alias(new_fd, g_table.Lookup(old_fd));
+  } else if (replaces_tracked) {
+    g_table.ReleaseReplaced(new_fd);
+  }
+  return result;
+}
+
+int FcntlCommon(int fd, int cmd, int result, unsigned long arg) {
+  if (result < 0) return result;
+  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return AfterDup(fd, result);
+  if (cmd == F_SETFL && g_table.Lookup(fd) != nullptr) {
+    UpdateTracked(fd, [arg](SocketState* s) { s->nonblocking = (arg & O_NONBLOCK) != 0; });
+  }
+  return result;
+}
+
+}  // namespace
+
+ssize_t Write(int fd, const void* buf, size_t n) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.write)(fd, buf, n);
+  return TrackedWrite(s, WriteApi::kWrite, 1, [&] { return g_real.write(fd, buf, n); });
+}
+
+ssize_t Writev(int fd, const struct iovec* iov, int iovcnt) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.writev)(fd, iov, iovcnt);
+  return TrackedWrite(s, WriteApi::kWritev, static_cast<uint64_t>(iovcnt < 0 ? 0 : iovcnt),
+                      [&] { return g_real.writev(fd, iov, iovcnt); });
+}
+
+ssize_t Send(int fd, const void* buf, size_t n, int flags) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.send)(fd, buf, n, flags);
+  return TrackedWrite(s, WriteApi::kSend, 1, [&] { return g_real.send(fd, buf, n, flags); });
+}
+
+ssize_t Sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t addrlen) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendto)(fd, buf, n, flags, addr, addrlen);
+  return TrackedWrite(s, WriteApi::kSendto, 1, [&] { return g_real.sendto(fd, buf, n, flags, addr, addrlen); });
+}
+
+ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendmsg)(fd, msg, flags);
+  const uint64_t iovcnt = msg != nullptr ? msg->msg_iovlen : 0;
+  return TrackedWrite(s, WriteApi::kSendmsg, iovcnt, [&] { return g_real.sendmsg(fd, msg, flags); });
+}
+
+int Sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendmmsg)(fd, msgs, vlen, flags);
+  const uint64_t start = ReadTicks();
+  const int sent = g_real.sendmmsg(fd, msgs, vlen, flags);
+  const uint64_t end = ReadTicks();
+  const int64_t bytes = sent < 0 ? -1 : static_cast<int64_t>(MessageBytes(msgs, sent));
+  s->OnWrite(WriteApi::kSendmmsg, bytes, sent < 0 ? errno : 0, vlen, start, end);
+  return sent;
+}
+
+ssize_t Sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
+  SocketState* s = g_table.Lookup(out_fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendfile)(out_fd, in_fd, offset, count);
+  return TrackedWrite(s, WriteApi::kSendfile, 1, [&] { return g_real.sendfile(out_fd, in_fd, offset, count); });
+}
+
+ssize_t Sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) {
+  SocketState* s = g_table.Lookup(out_fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendfile64)(out_fd, in_fd, offset, count);
+  return TrackedWrite(s, WriteApi::kSendfile, 1, [&] { return g_real.sendfile64(out_fd, in_fd, offset, count); });
+}
+
+ssize_t Read(int fd, void* buf, size_t n) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.read)(fd, buf, n);
+  return TrackedRead(s, ReadApi::kRead, 0, [&] { return g_real.read(fd, buf, n); });
+}
+
+ssize_t Readv(int fd, const struct iovec* iov, int iovcnt) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.readv)(fd, iov, iovcnt);
+  return TrackedRead(s, ReadApi::kReadv, 0, [&] { return g_real.readv(fd, iov, iovcnt); });
+}
+
+ssize_t Recv(int fd, void* buf, size_t n, int flags) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recv)(fd, buf, n, flags);
+  return TrackedRead(s, ReadApi::kRecv, flags, [&] { return g_real.recv(fd, buf, n, flags); });
+}
+
+ssize_t Recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* addrlen) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recvfrom)(fd, buf, n, flags, addr, addrlen);
+  return TrackedRead(s, ReadApi::kRecvfrom, flags, [&] { return g_real.recvfrom(fd, buf, n, flags, addr, addrlen); });
+}
+
+ssize_t Recvmsg(int fd, struct msghdr* msg, int flags) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recvmsg)(fd, msg, flags);
+  return TrackedRead(s, ReadApi::kRecvmsg, flags, [&] { return g_real.recvmsg(fd, msg, flags); });
+}
+
+int Recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct timespec* timeout) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recvmmsg)(fd, msgs, vlen, flags, timeout);
+  const int received = g_real.recvmmsg(fd, msgs, vlen, flags, timeout);
+  const int64_t bytes = received < 0 ? -1 : static_cast<int64_t>(MessageBytes(msgs, received));
+  s->OnRead(ReadApi::kRecvmmsg, bytes, received < 0 ? errno : 0, (flags & MSG_PEEK) != 0, ReadTicks());
+  return received;
+}
+
+ssize_t ReadChk(int fd, void* buf, size_t n, size_t buflen) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.read_chk)(fd, buf, n, buflen);
+  return TrackedRead(s, ReadApi::kRead, 0, [&] { return g_real.read_chk(fd, buf, n, buflen); });
+}
+
+ssize_t RecvChk(int fd, void* buf, size_t n, size_t buflen, int flags) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recv_chk)(fd, buf, n, buflen, flags);
+  return TrackedRead(s, ReadApi::kRecv, flags, [&] { return g_real.recv_chk(fd, buf, n, buflen, flags); });
+}
+
+ssize_t RecvfromChk(int fd, void* buf, size_t n, size_t buflen, int flags, struct sockaddr* addr, socklen_t* addrlen) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recvfrom_chk)(fd, buf, n, buflen, flags, addr, addrlen);
+  return TrackedRead(s, ReadApi::kRecvfrom, flags,
+                     [&] { return g_real.recvfrom_chk(fd, buf, n, buflen, flags, addr, addrlen); });
+}
+
+int Socket(int domain, int type, int protocol) {
+  const int fd = Real(g_real.socket)(domain, type, protocol);
+  const int kind = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd >= 0 && IsTcpFamily(domain) && kind == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP)) {
+    ErrnoSaver errno_saver;
+    SocketIdentity id;
+    id.local.ss_family = static_cast<sa_family_t>(domain);
+    id.peer.ss_family = static_cast<sa_family_t>(domain);
+    TrackNew(fd, id, (type & SOCK_NONBLOCK) != 0);
+  }
+  return fd;
+}
+
+int Accept(int fd, struct sockaddr* addr, socklen_t* addrlen) {
+  return AfterAccept(fd, Real(g_real.accept)(fd, addr, addrlen), 0);
+}
+
+int Accept4(int fd, struct sockaddr* addr, socklen_t* addrlen, int flags) {
+  return AfterAccept(fd, Real(g_real.accept4)(fd, addr, addrlen, flags), flags);
+}
+
+int Connect(int fd, const struct sockaddr* addr, socklen_t addrlen) {
+  const int result = Real(g_real.connect)(fd, addr, addrlen);
+  if ((result == 0 || errno == EINPROGRESS) && g_table.Lookup(fd) != nullptr) {
+    UpdateTracked(fd, [fd, addr, addrlen](SocketState* s) {
+      const sa_family_t family = s->id.local.ss_family;
+      s->id = Identify(fd, Role::kClient);
+      if (s->id.peer.ss_family == 0 && addr != nullptr) {
+        // A non-blocking connect still in progress has no peer name yet.
+        memcpy(&s->id.peer, addr, addrlen < sizeof(s->id.peer) ? addrlen : sizeof(s->id.peer));
+      }
+      if (s->id.local.ss_family == 0) s->id.local.ss_family = family;
+    });
+  }
+  return result;
+}
+
+int Listen(int fd, int backlog) {
+  const int result = Real(g_real.listen)(fd, backlog);
+  if (result == 0 && g_table.Lookup(fd) != nullptr) {
+    UpdateTracked(fd, [fd](SocketState* s) { s->id = Identify(fd, Role::kListener); });
+  }
+  return result;
+}
+
+int Close(int fd) {
+  if (g_table.Lookup(fd) != nullptr) {
+    ErrnoSaver errno_saver;
+    g_table.Release(fd);
+  }
+  return Real(g_real.close)(fd);
+}
+
+int CloseRange(unsigned int first, unsigned int last, int flags) {
+  if ((flags & CLOSE_RANGE_CLOEXEC) == 0 && first <= last) {
+    ErrnoSaver errno_saver;
+    g_table.ReleaseRange(first, last);
+  }
+  return Real(g_real.close_range)(first, last, flags);
+}
+
+int Shutdown(int fd, int how) { return Real(g_real.shutdown)(fd, how); }
+
+int Dup(int fd) { return AfterDup(fd, Real(g_real.dup)(fd)); }
+
+int Dup2(int old_fd, int new_fd) {
+  return DupOnto(old_fd, new_fd, [&] { return Real(g_real.dup2)(old_fd, new_fd); });
+}
+
+int Dup3(int old_fd, int new_fd, int flags) {
+  return DupOnto(old_fd, new_fd, [&] { return Real(g_real.dup3)(old_fd, new_fd, flags); });
+}
+
+int Fcntl(int fd, int cmd, unsigned long arg) {
+  return FcntlCommon(fd, cmd, Real(g_real.fcntl)(fd, cmd, arg), arg);
+}
+
+int Fcntl64(int fd, int cmd, unsigned long arg) {
+  return FcntlCommon(fd, cmd, Real(g_real.fcntl64)(fd, cmd, arg), arg);
+}
+
+int Setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
+  const int result = Real(g_real.setsockopt)(fd, level, name, value, len);
+  AppOption option;
+  if (result == 0 && value != nullptr && len >= sizeof(int) && AppOptionOf(level, name, &option) &&
+      g_table.Lookup(fd) != nullptr) {
+    int32_t v;
+    memcpy(&v, value, sizeof(v));
+    UpdateTracked(fd, [option, v](SocketState* s) { s->SetAppOption(option, v); });
+  }
+  return result;
+}
+
+// The wait calls pass straight through in observe mode; policies that hold
+// data until the application waits hook in here.
+int Poll(struct pollfd* fds, nfds_t nfds, int timeout) { return Real(g_real.poll)(fds, nfds, timeout); }
+
+int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout, const sigset_t* mask) {
+  return Real(g_real.ppoll)(fds, nfds, timeout, mask);
+}
+
+int Select(int nfds, fd_set* r, fd_set* w, fd_set* e, struct timeval* timeout) {
+  return Real(g_real.select)(nfds, r, w, e, timeout);
+}
+
+int Pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const struct timespec* timeout, const sigset_t* mask) {
+  return Real(g_real.pselect)(nfds, r, w, e, timeout, mask);
+}
+
+int EpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout) {
+  return Real(g_real.epoll_wait)(epfd, events, maxevents, timeout);
+}
+
+int EpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask) {
+  return Real(g_real.epoll_pwait)(epfd, events, maxevents, timeout, mask);
+}
+
+}  // namespace hooks
+}  // namespace tcpadvise

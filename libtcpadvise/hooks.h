@@ -1,0 +1,63 @@
+// Hooks: what the shim does around each wrapped libc call. preload/ exports
+// the libc names and forwards each to the function of the same name here.
+// Every hook returns exactly what libc returned, with the same errno.
+#ifndef TCPADVISE_HOOKS_H_
+#define TCPADVISE_HOOKS_H_
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+namespace tcpadvise {
+namespace hooks {
+
+ssize_t Write(int fd, const void* buf, size_t n);
+ssize_t Writev(int fd, const struct iovec* iov, int iovcnt);
+ssize_t Send(int fd, const void* buf, size_t n, int flags);
+ssize_t Sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t addrlen);
+ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags);
+int Sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags);
+ssize_t Sendfile(int out_fd, int in_fd, off_t* offset, size_t count);
+ssize_t Sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count);
+
+ssize_t Read(int fd, void* buf, size_t n);
+ssize_t Readv(int fd, const struct iovec* iov, int iovcnt);
+ssize_t Recv(int fd, void* buf, size_t n, int flags);
+ssize_t Recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* addrlen);
+ssize_t Recvmsg(int fd, struct msghdr* msg, int flags);
+int Recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct timespec* timeout);
+ssize_t ReadChk(int fd, void* buf, size_t n, size_t buflen);
+ssize_t RecvChk(int fd, void* buf, size_t n, size_t buflen, int flags);
+ssize_t RecvfromChk(int fd, void* buf, size_t n, size_t buflen, int flags, struct sockaddr* addr, socklen_t* addrlen);
+
+int Socket(int domain, int type, int protocol);
+int Accept(int fd, struct sockaddr* addr, socklen_t* addrlen);
+int Accept4(int fd, struct sockaddr* addr, socklen_t* addrlen, int flags);
+int Connect(int fd, const struct sockaddr* addr, socklen_t addrlen);
+int Listen(int fd, int backlog);
+int Close(int fd);
+int CloseRange(unsigned int first, unsigned int last, int flags);
+int Shutdown(int fd, int how);
+int Dup(int fd);
+int Dup2(int old_fd, int new_fd);
+int Dup3(int old_fd, int new_fd, int flags);
+// Fcntl takes the variadic argument as one machine word, as the ABI passes it.
+int Fcntl(int fd, int cmd, unsigned long arg);
+int Fcntl64(int fd, int cmd, unsigned long arg);
+int Setsockopt(int fd, int level, int name, const void* value, socklen_t len);
+
+int Poll(struct pollfd* fds, nfds_t nfds, int timeout);
+int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout, const sigset_t* mask);
+int Select(int nfds, fd_set* r, fd_set* w, fd_set* e, struct timeval* timeout);
+int Pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const struct timespec* timeout, const sigset_t* mask);
+int EpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout);
+int EpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask);
+
+}  // namespace hooks
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_HOOKS_H_

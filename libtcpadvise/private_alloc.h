@@ -1,0 +1,33 @@
+// PrivateAlloc: the shim's own heap (jemalloc linked in with hidden symbols),
+// so the shim never touches the application's malloc, its locks or its
+// statistics.
+#ifndef TCPADVISE_PRIVATE_ALLOC_H_
+#define TCPADVISE_PRIVATE_ALLOC_H_
+
+#include <stddef.h>
+
+#include <new>
+#include <utility>
+
+namespace tcpadvise {
+
+// PrivateAlloc returns zeroed memory from the private heap, or nullptr.
+void* PrivateAlloc(size_t size);
+
+// PrivateRealloc grows or shrinks a PrivateAlloc block; nullptr on failure
+// (the old block stays valid).
+void* PrivateRealloc(void* p, size_t size);
+
+// PrivateFree releases a PrivateAlloc block; nullptr is fine.
+void PrivateFree(void* p);
+
+// PrivateNew constructs a T in the private heap; nullptr on failure.
+template <typename T, typename... Args>
+T* PrivateNew(Args&&... args) {
+  void* p = PrivateAlloc(sizeof(T));
+  return p ? new (p) T(std::forward<Args>(args)...) : nullptr;
+}
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_PRIVATE_ALLOC_H_

@@ -1,0 +1,60 @@
+#include "real_libc.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+namespace tcpadvise {
+
+RealLibc g_real;
+
+template <typename Fn>
+static void Bind(Fn& slot, const char* name) {
+  slot = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+static void BindAll() {
+  Bind(g_real.write, "write");
+  Bind(g_real.writev, "writev");
+  Bind(g_real.send, "send");
+  Bind(g_real.sendto, "sendto");
+  Bind(g_real.sendmsg, "sendmsg");
+  Bind(g_real.sendmmsg, "sendmmsg");
+  Bind(g_real.sendfile, "sendfile");
+  Bind(g_real.sendfile64, "sendfile64");
+  Bind(g_real.read, "read");
+  Bind(g_real.readv, "readv");
+  Bind(g_real.recv, "recv");
+  Bind(g_real.recvfrom, "recvfrom");
+  Bind(g_real.recvmsg, "recvmsg");
+  Bind(g_real.recvmmsg, "recvmmsg");
+  Bind(g_real.read_chk, "__read_chk");
+  Bind(g_real.recv_chk, "__recv_chk");
+  Bind(g_real.recvfrom_chk, "__recvfrom_chk");
+  Bind(g_real.socket, "socket");
+  Bind(g_real.accept, "accept");
+  Bind(g_real.accept4, "accept4");
+  Bind(g_real.connect, "connect");
+  Bind(g_real.listen, "listen");
+  Bind(g_real.close, "close");
+  Bind(g_real.close_range, "close_range");
+  Bind(g_real.shutdown, "shutdown");
+  Bind(g_real.dup, "dup");
+  Bind(g_real.dup2, "dup2");
+  Bind(g_real.dup3, "dup3");
+  Bind(g_real.fcntl, "fcntl");
+  Bind(g_real.fcntl64, "fcntl64");
+  Bind(g_real.setsockopt, "setsockopt");
+  Bind(g_real.poll, "poll");
+  Bind(g_real.ppoll, "ppoll");
+  Bind(g_real.select, "select");
+  Bind(g_real.pselect, "pselect");
+  Bind(g_real.epoll_wait, "epoll_wait");
+  Bind(g_real.epoll_pwait, "epoll_pwait");
+}
+
+void BindRealLibc() {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, BindAll);
+}
+
+}  // namespace tcpadvise

@@ -1,0 +1,132 @@
+#include "runtime.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+#include <atomic>
+
+#include "raw_log.h"
+#include "real_libc.h"
+#include "socket_table.h"
+#include "trace_writer.h"
+
+namespace tcpadvise {
+
+RuntimeState g_runtime;
+
+namespace {
+
+std::atomic<bool> g_active{false};
+std::atomic<bool> g_snapshot_thread_started{false};
+std::atomic<uint32_t> g_warnings{0};
+
+void* SnapshotLoop(void*) {
+  const double interval = g_runtime.settings.interval_s;
+  timespec delay;
+  delay.tv_sec = static_cast<time_t>(interval);
+  delay.tv_nsec = static_cast<long>((interval - static_cast<double>(delay.tv_sec)) * 1e9);
+  for (;;) {
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &delay, nullptr) == EINTR) {
+    }
+    WriteTrace(/*final=*/false);
+  }
+  return nullptr;
+}
+
+void StartSnapshotThread() {
+  // The thread blocks every signal, so the application's signals keep going
+  // to its own threads.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_t thread;
+  if (pthread_create(&thread, &attr, SnapshotLoop, nullptr) != 0) {
+    RawWarning("cannot start the snapshot thread; the trace will be written at exit only");
+  }
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void BeforeFork() {
+  LockTraceWriter();
+  g_table.Lock();
+}
+
+void AfterForkInParent() {
+  g_table.Unlock();
+  UnlockTraceWriter();
+}
+
+void AfterForkInChild() {
+  g_table.ResetInChild();
+  ResetTraceWriterInChild();
+  g_runtime.start_unix_ns = RealtimeNs();
+  g_snapshot_thread_started.store(false, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+Settings ParseSettings(const char* out_dir, const char* interval, const char** warning) {
+  Settings s;
+  *warning = nullptr;
+  if (out_dir != nullptr && out_dir[0] != '\0') {
+    if (strlen(out_dir) >= sizeof(s.out_dir)) {
+      *warning = "TCPADVISE_OUT is too long; traces go to the current directory";
+    } else {
+      strcpy(s.out_dir, out_dir);
+    }
+  }
+  if (interval != nullptr && interval[0] != '\0') {
+    char* end = nullptr;
+    const double value = strtod(interval, &end);
+    if (end == interval || *end != '\0' || !(value >= 0) || value > 86400) {
+      *warning = "TCPADVISE_INTERVAL must be a number of seconds from 0 to 86400; using 5";
+    } else {
+      s.interval_s = value;
+    }
+  }
+  return s;
+}
+
+void RuntimeStart() {
+  BindRealLibc();
+  if (getauxval(AT_SECURE) != 0) return;  // setuid and the like: stay inert
+  const char* warning = nullptr;
+  g_runtime.settings = ParseSettings(secure_getenv("TCPADVISE_OUT"), secure_getenv("TCPADVISE_INTERVAL"), &warning);
+  if (warning != nullptr) RawWarning("%s", warning);
+  g_runtime.tick_rate.Start();
+  g_runtime.start_unix_ns = RealtimeNs();
+  if (!g_table.Init()) {
+    RawWarning("cannot set up the socket table; the program runs without tcpadvise");
+    return;
+  }
+  pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
+  g_active.store(true, std::memory_order_release);
+}
+
+void RuntimeStop() {
+  if (g_active.load(std::memory_order_acquire)) WriteTrace(/*final=*/true);
+}
+
+void OnSocketTracked() {
+  if (g_runtime.settings.interval_s <= 0) return;
+  if (g_snapshot_thread_started.exchange(true, std::memory_order_acq_rel)) return;
+  StartSnapshotThread();
+}
+
+void NoteTrackFailure(int fd) {
+  const uint32_t flag = g_table.Covers(fd) ? kWarnOutOfMemory : kWarnFdBeyondTable;
+  g_warnings.fetch_or(flag, std::memory_order_relaxed);
+}
+
+uint32_t ShimWarnings() { return g_warnings.load(std::memory_order_relaxed); }
+
+}  // namespace tcpadvise

@@ -1,0 +1,54 @@
+// Runtime: the shim's life in a process: settings from the environment,
+// start-up, the snapshot thread, fork, and the final trace at exit.
+#ifndef TCPADVISE_RUNTIME_H_
+#define TCPADVISE_RUNTIME_H_
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "clock.h"
+
+namespace tcpadvise {
+
+// Settings are read once at start-up from TCPADVISE_OUT and TCPADVISE_INTERVAL.
+struct Settings {
+  char out_dir[PATH_MAX] = ".";
+  // Seconds between periodic snapshots; 0 writes only at exit.
+  double interval_s = 5.0;
+};
+
+// RuntimeState is what the trace writer needs to know about the process.
+struct RuntimeState {
+  Settings settings;
+  TickRate tick_rate;
+  uint64_t start_unix_ns = 0;
+};
+
+extern RuntimeState g_runtime;
+
+// ParseSettings reads settings from environment values (nullptr when unset);
+// a bad value keeps the default and returns a warning in *warning.
+Settings ParseSettings(const char* out_dir, const char* interval, const char** warning);
+
+// RuntimeStart binds libc, reads the settings and arms the socket table; the
+// shim stays inert (every call passes through) in setuid processes or when
+// the table cannot be set up.
+void RuntimeStart();
+
+// RuntimeStop writes the final trace.
+void RuntimeStop();
+
+// OnSocketTracked starts the snapshot thread the first time a socket is tracked.
+void OnSocketTracked();
+
+// NoteTrackFailure remembers, for the trace, that a socket could not be tracked.
+void NoteTrackFailure(int fd);
+
+// ShimWarnings returns a bit set of kWarn* flags.
+uint32_t ShimWarnings();
+constexpr uint32_t kWarnFdBeyondTable = 1u << 0;
+constexpr uint32_t kWarnOutOfMemory = 1u << 1;
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_RUNTIME_H_

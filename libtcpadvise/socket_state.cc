@@ -1,0 +1,160 @@
+#include "socket_state.h"
+
+#include <string.h>
+
+namespace tcpadvise {
+
+const char* WriteApiName(WriteApi api) {
+  static const char* const kNames[] = {"write", "writev", "send", "sendto", "sendmsg", "sendmmsg", "sendfile"};
+  return kNames[static_cast<int>(api)];
+}
+
+const char* ReadApiName(ReadApi api) {
+  static const char* const kNames[] = {"read", "readv", "recv", "recvfrom", "recvmsg", "recvmmsg"};
+  return kNames[static_cast<int>(api)];
+}
+
+const char* AppOptionName(AppOption option) {
+  static const char* const kNames[] = {"TCP_NODELAY", "TCP_CORK", "TCP_QUICKACK", "SO_SNDBUF", "SO_RCVBUF"};
+  return kNames[static_cast<int>(option)];
+}
+
+static void AddCounters(Counter* to, const Counter* from, int n) {
+  for (int i = 0; i < n; ++i) to[i].Add(from[i].Get());
+}
+
+void SocketStats::MergeFrom(const SocketStats& o) {
+  write_calls.Add(o.write_calls.Get());
+  write_bytes.Add(o.write_bytes.Get());
+  AddCounters(write_by_api, o.write_by_api, static_cast<int>(WriteApi::kCount));
+  write_size.MergeFrom(o.write_size);
+  write_iovcnt.MergeFrom(o.write_iovcnt);
+  write_ticks.MergeFrom(o.write_ticks);
+  gap_ticks.MergeFrom(o.gap_ticks);
+  burst_writes.MergeFrom(o.burst_writes);
+  burst_bytes.MergeFrom(o.burst_bytes);
+  turn_ticks.MergeFrom(o.turn_ticks);
+  read_calls.Add(o.read_calls.Get());
+  read_bytes.Add(o.read_bytes.Get());
+  AddCounters(read_by_api, o.read_by_api, static_cast<int>(ReadApi::kCount));
+  read_eof.Add(o.read_eof.Get());
+  read_size.MergeFrom(o.read_size);
+  AddCounters(errors, o.errors, kErrnoSlots);
+}
+
+static void ZeroCounters(Counter* c, int n) {
+  for (int i = 0; i < n; ++i) c[i].Set(0);
+}
+
+void SocketStats::Reset() {
+  write_calls.Set(0);
+  write_bytes.Set(0);
+  ZeroCounters(write_by_api, static_cast<int>(WriteApi::kCount));
+  write_size.Reset();
+  write_iovcnt.Reset();
+  write_ticks.Reset();
+  gap_ticks.Reset();
+  burst_writes.Reset();
+  burst_bytes.Reset();
+  turn_ticks.Reset();
+  read_calls.Set(0);
+  read_bytes.Set(0);
+  ZeroCounters(read_by_api, static_cast<int>(ReadApi::kCount));
+  read_eof.Set(0);
+  read_size.Reset();
+  ZeroCounters(errors, kErrnoSlots);
+}
+
+static uint16_t PortOf(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+  return 0;
+}
+
+// AddressBytes points at the address part of an IPv4 or IPv6 sockaddr.
+static const unsigned char* AddressBytes(const sockaddr_storage& a, size_t* len) {
+  if (a.ss_family == AF_INET) {
+    *len = 4;
+    return reinterpret_cast<const unsigned char*>(&reinterpret_cast<const sockaddr_in&>(a).sin_addr);
+  }
+  if (a.ss_family == AF_INET6) {
+    *len = 16;
+    return reinterpret_cast<const unsigned char*>(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr);
+  }
+  *len = 0;
+  return nullptr;
+}
+
+static void SetPort(sockaddr_storage* a, uint16_t port) {
+  if (a->ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(a)->sin_port = htons(port);
+  if (a->ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(a)->sin6_port = htons(port);
+}
+
+void SocketIdentity::ClearEphemeralPort() { SetPort(role == Role::kServer ? &peer : &local, 0); }
+
+uint16_t SocketIdentity::ServicePort() const { return role == Role::kServer ? PortOf(local) : PortOf(peer); }
+
+bool SocketIdentity::SameGroup(const SocketIdentity& other) const {
+  if (role != other.role || local.ss_family != other.local.ss_family || ServicePort() != other.ServicePort()) {
+    return false;
+  }
+  size_t len_a, len_b;
+  const unsigned char* a = AddressBytes(peer, &len_a);
+  const unsigned char* b = AddressBytes(other.peer, &len_b);
+  return len_a == len_b && (len_a == 0 || memcmp(a, b, len_a) == 0);
+}
+
+uint64_t SocketIdentity::GroupHash() const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&h](uint64_t byte) { h = (h ^ byte) * 1099511628211ull; };
+  mix(static_cast<uint64_t>(role));
+  mix(local.ss_family);
+  mix(ServicePort());
+  size_t len;
+  const unsigned char* addr = AddressBytes(peer, &len);
+  for (size_t i = 0; i < len; ++i) mix(addr[i]);
+  return h;
+}
+
+void SocketState::CloseBurst() {
+  stats.burst_writes.Record(burst_open_writes.Get());
+  stats.burst_bytes.Record(burst_open_bytes.Get());
+  burst_open_writes.Set(0);
+  burst_open_bytes.Set(0);
+}
+
+void SocketState::ResetForReuse() {
+  id = SocketIdentity();
+  refs = 0;
+  next_free = nullptr;
+  connections = 0;
+  inherited = false;
+  nonblocking = false;
+  options_set_mask = 0;
+  for (int32_t& v : options_set) v = 0;
+  kernel_options = KernelOptions();
+  tcp_info = TcpInfoSummary();
+  stats.Reset();
+  burst_open_writes.Set(0);
+  burst_open_bytes.Set(0);
+  last_write_end.Set(0);
+  turn_pending.store(false, std::memory_order_relaxed);
+}
+
+void SocketState::MergeFrom(const SocketState& closed) {
+  if (connections == 0) {
+    id = closed.id;
+    id.ClearEphemeralPort();
+  }
+  connections += closed.connections;
+  nonblocking = closed.nonblocking;
+  options_set_mask |= closed.options_set_mask;
+  for (int i = 0; i < static_cast<int>(AppOption::kCount); ++i) {
+    if (closed.options_set_mask & (1u << i)) options_set[i] = closed.options_set[i];
+  }
+  if (closed.kernel_options.valid) kernel_options = closed.kernel_options;
+  tcp_info.MergeFrom(closed.tcp_info);
+  stats.MergeFrom(closed.stats);
+}
+
+}  // namespace tcpadvise

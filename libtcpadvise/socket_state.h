@@ -1,0 +1,174 @@
+// SocketState: what the shim knows about one TCP socket (or one group of
+// closed sockets): identity, the options the application set, and the
+// statistics the wrapped calls feed on the hot path.
+#ifndef TCPADVISE_SOCKET_STATE_H_
+#define TCPADVISE_SOCKET_STATE_H_
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <atomic>
+
+#include "counter.h"
+#include "histogram.h"
+#include "tcp_info.h"
+
+namespace tcpadvise {
+
+// Role says how the socket came to be connected.
+enum class Role : uint8_t { kUnknown, kClient, kServer, kListener };
+
+// WriteApi names the call family a write went through.
+enum class WriteApi : uint8_t { kWrite, kWritev, kSend, kSendto, kSendmsg, kSendmmsg, kSendfile, kCount };
+
+// ReadApi names the call family a read went through (fortified variants count
+// as their plain twin).
+enum class ReadApi : uint8_t { kRead, kReadv, kRecv, kRecvfrom, kRecvmsg, kRecvmmsg, kCount };
+
+// AppOption lists the socket options whose application settings the trace keeps.
+enum class AppOption : uint8_t { kNodelay, kCork, kQuickack, kSndbuf, kRcvbuf, kCount };
+
+const char* WriteApiName(WriteApi api);
+const char* ReadApiName(ReadApi api);
+const char* AppOptionName(AppOption option);
+
+// kErrnoSlots covers every Linux errno; larger values share slot 0.
+constexpr int kErrnoSlots = 134;
+
+// SocketStats are the mergeable statistics of a socket or a group.
+struct SocketStats {
+  Counter write_calls;
+  Counter write_bytes;
+  Counter write_by_api[static_cast<int>(WriteApi::kCount)];
+  BytesHistogram write_size;
+  CountHistogram write_iovcnt;
+  TicksHistogram write_ticks;
+  TicksHistogram gap_ticks;
+  CountHistogram burst_writes;
+  BytesHistogram burst_bytes;
+  TicksHistogram turn_ticks;
+  Counter read_calls;
+  Counter read_bytes;
+  Counter read_by_api[static_cast<int>(ReadApi::kCount)];
+  Counter read_eof;
+  BytesHistogram read_size;
+  Counter errors[kErrnoSlots];
+
+  // SocketStats::MergeFrom adds another socket's statistics to these.
+  void MergeFrom(const SocketStats& other);
+  // SocketStats::Reset zeroes every statistic.
+  void Reset();
+  // SocketStats::Active tells whether any call was recorded.
+  bool Active() const { return write_calls.Get() != 0 || read_calls.Get() != 0; }
+};
+
+// SocketIdentity is what the group key and the trace need to name a socket.
+struct SocketIdentity {
+  Role role = Role::kUnknown;
+  sockaddr_storage local{};
+  sockaddr_storage peer{};
+
+  // SocketIdentity::ServicePort is the local port of an accepted socket and
+  // the peer port of a connected one: the port that names the service.
+  uint16_t ServicePort() const;
+  // SocketIdentity::SameGroup tells whether two sockets fold into one group:
+  // same role, family, service port and peer address.
+  bool SameGroup(const SocketIdentity& other) const;
+  // SocketIdentity::GroupHash hashes the fields SameGroup compares.
+  uint64_t GroupHash() const;
+  // SocketIdentity::ClearEphemeralPort zeroes the port that differs between
+  // the connections of one group (the client's local port, the server's peer's).
+  void ClearEphemeralPort();
+};
+
+// SocketState is one table entry: a live socket, or a group of closed ones.
+struct SocketState {
+  SocketIdentity id;
+  // Open fds referring to this socket (dup), guarded by the table mutex.
+  int refs = 0;
+  // Next entry on the table's free list.
+  SocketState* next_free = nullptr;
+  // Connections folded into a group; 1 for a live socket.
+  uint64_t connections = 0;
+  // Set in a fork child for the sockets it inherited: those appear in the
+  // child's trace only once the child uses them.
+  bool inherited = false;
+  // O_NONBLOCK as last set through socket, accept4 or fcntl.
+  bool nonblocking = false;
+  uint8_t options_set_mask = 0;
+  int32_t options_set[static_cast<int>(AppOption::kCount)] = {};
+  KernelOptions kernel_options;
+  TcpInfoSummary tcp_info;
+  SocketStats stats;
+
+  // Burst tracking for a live socket: writes since the last read, and the end
+  // of the last write (the start of a turn).
+  Counter burst_open_writes;
+  Counter burst_open_bytes;
+  Counter last_write_end;
+  std::atomic<bool> turn_pending{false};
+
+  // SocketState::OnWrite records one write-family call that ran from
+  // start to end (ticks) and returned result (errno_value when negative).
+  void OnWrite(WriteApi api, int64_t result, int errno_value, uint64_t iovcnt, uint64_t start, uint64_t end) {
+    stats.write_calls.Increment();
+    stats.write_by_api[static_cast<int>(api)].Increment();
+    if (__builtin_expect(result < 0, 0)) {
+      CountError(errno_value);
+      return;
+    }
+    stats.write_bytes.Add(static_cast<uint64_t>(result));
+    stats.write_size.Record(static_cast<uint64_t>(result));
+    stats.write_iovcnt.Record(iovcnt);
+    stats.write_ticks.Record(end - start);
+    if (burst_open_writes.Get() != 0) stats.gap_ticks.Record(start - last_write_end.Get());
+    burst_open_writes.Increment();
+    burst_open_bytes.Add(static_cast<uint64_t>(result));
+    last_write_end.Set(end);
+    turn_pending.store(true, std::memory_order_relaxed);
+  }
+
+  // SocketState::OnRead records one read-family call. Any read attempt closes
+  // the current burst; the first read that returns data closes the turn.
+  void OnRead(ReadApi api, int64_t result, int errno_value, bool peek, uint64_t end) {
+    stats.read_calls.Increment();
+    stats.read_by_api[static_cast<int>(api)].Increment();
+    if (burst_open_writes.Get() != 0) CloseBurst();
+    if (__builtin_expect(result < 0, 0)) {
+      CountError(errno_value);
+      return;
+    }
+    if (result == 0) {
+      stats.read_eof.Increment();
+      return;
+    }
+    if (peek) return;
+    stats.read_bytes.Add(static_cast<uint64_t>(result));
+    stats.read_size.Record(static_cast<uint64_t>(result));
+    if (turn_pending.load(std::memory_order_relaxed)) {
+      turn_pending.store(false, std::memory_order_relaxed);
+      stats.turn_ticks.Record(end - last_write_end.Get());
+    }
+  }
+
+  // SocketState::CloseBurst records the open burst, if any, and starts anew.
+  void CloseBurst();
+  // SocketState::CountError counts a failed call by errno.
+  void CountError(int errno_value) {
+    stats.errors[errno_value > 0 && errno_value < kErrnoSlots ? errno_value : 0].Increment();
+  }
+  // SocketState::SetAppOption records an option the application set.
+  void SetAppOption(AppOption option, int32_t value) {
+    options_set[static_cast<int>(option)] = value;
+    options_set_mask |= static_cast<uint8_t>(1u << static_cast<int>(option));
+  }
+  // SocketState::ResetForReuse makes a recycled entry look new.
+  void ResetForReuse();
+  // SocketState::MergeFrom folds a closed socket into this group.
+  void MergeFrom(const SocketState& closed);
+};
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_SOCKET_STATE_H_

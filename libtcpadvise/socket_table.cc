@@ -1,0 +1,175 @@
+#include "socket_table.h"
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include "private_alloc.h"
+
+namespace tcpadvise {
+
+SocketTable g_table;
+
+// kMaxTableSize caps the table at 8 MiB of address space; fds above it are
+// not tracked.
+constexpr unsigned kMaxTableSize = 1u << 20;
+constexpr unsigned kMinTableSize = 1024;
+
+bool SocketTable::Init() {
+  rlimit limit;
+  unsigned size = kMaxTableSize;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_max != RLIM_INFINITY && limit.rlim_max < size) {
+    size = static_cast<unsigned>(limit.rlim_max);
+  }
+  if (size < kMinTableSize) size = kMinTableSize;
+  void* p = mmap(nullptr, size * sizeof(slots_[0]), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED) return false;
+  slots_ = static_cast<std::atomic<SocketState*>*>(p);
+  size_.store(size, std::memory_order_release);
+  return true;
+}
+
+SocketState* SocketTable::NewEntry() {
+  if (free_list_ != nullptr) {
+    SocketState* s = free_list_;
+    free_list_ = s->next_free;
+    s->ResetForReuse();
+    return s;
+  }
+  return PrivateNew<SocketState>();
+}
+
+SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {
+  const unsigned index = static_cast<unsigned>(fd);
+  if (index >= size_.load(std::memory_order_relaxed)) return nullptr;
+  Lock();
+  SocketState* stale = slots_[index].load(std::memory_order_relaxed);
+  if (stale != nullptr) Retire(-1, stale);  // the app closed it behind our back
+  SocketState* s = NewEntry();
+  if (s != nullptr) {
+    s->id = id;
+    s->refs = 1;
+    s->connections = 1;
+    if (index > max_tracked_fd_.load(std::memory_order_relaxed)) max_tracked_fd_.store(index, std::memory_order_relaxed);
+  }
+  slots_[index].store(s, std::memory_order_release);
+  Unlock();
+  return s;
+}
+
+void SocketTable::Alias(int new_fd, SocketState* entry) {
+  const unsigned index = static_cast<unsigned>(new_fd);
+  if (index >= size_.load(std::memory_order_relaxed)) return;
+  Lock();
+  SocketState* old = slots_[index].load(std::memory_order_relaxed);
+  if (old != entry) {
+    if (old != nullptr) Retire(-1, old);
+    ++entry->refs;
+    if (index > max_tracked_fd_.load(std::memory_order_relaxed)) max_tracked_fd_.store(index, std::memory_order_relaxed);
+    slots_[index].store(entry, std::memory_order_release);
+  }
+  Unlock();
+}
+
+void SocketTable::Forget(int fd, bool fd_is_live) {
+  const unsigned index = static_cast<unsigned>(fd);
+  if (index >= size_.load(std::memory_order_relaxed)) return;
+  Lock();
+  SocketState* s = slots_[index].load(std::memory_order_relaxed);
+  if (s != nullptr) {
+    slots_[index].store(nullptr, std::memory_order_release);
+    Retire(fd_is_live ? fd : -1, s);
+  }
+  Unlock();
+}
+
+void SocketTable::Release(int fd) { Forget(fd, true); }
+
+void SocketTable::ReleaseReplaced(int fd) { Forget(fd, false); }
+
+void SocketTable::CaptureKernelState(int fd) {
+  Lock();
+  SocketState* s = Lookup(fd);
+  if (s != nullptr) {
+    ReadTcpInfo(fd, &s->tcp_info);
+    ReadKernelOptions(fd, &s->kernel_options);
+  }
+  Unlock();
+}
+
+void SocketTable::ReleaseRange(unsigned first, unsigned last) {
+  const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed);
+  if (last > end) last = end;
+  for (unsigned fd = first; fd <= last; ++fd) {
+    if (slots_ != nullptr && slots_[fd].load(std::memory_order_relaxed) != nullptr) Release(static_cast<int>(fd));
+  }
+}
+
+// Retire drops one reference; the last one reads the kernel's final figures
+// through fd (when still open) and folds the socket into its group. The
+// mutex is held.
+void SocketTable::Retire(int fd, SocketState* s) {
+  if (--s->refs > 0) return;
+  if (fd >= 0) {
+    ReadTcpInfo(fd, &s->tcp_info);
+    ReadKernelOptions(fd, &s->kernel_options);
+  }
+  if (s->burst_open_writes.Get() != 0) s->CloseBurst();
+  const bool connected = s->id.role == Role::kClient || s->id.role == Role::kServer;
+  if (s->stats.Active() || (connected && !s->inherited)) FoldIntoGroup(s);
+  s->next_free = free_list_;
+  free_list_ = s;
+}
+
+void SocketTable::FoldIntoGroup(SocketState* closed) {
+  const uint64_t hash = closed->id.GroupHash();
+  const int capacity = kMaxGroups * 2;
+  for (int i = 0; i < capacity; ++i) {
+    SocketState*& slot = groups_[(hash + static_cast<uint64_t>(i)) % capacity];
+    if (slot != nullptr && slot->id.SameGroup(closed->id)) {
+      slot->MergeFrom(*closed);
+      return;
+    }
+    if (slot == nullptr) {
+      if (group_count_ >= kMaxGroups) break;
+      slot = NewEntry();
+      if (slot == nullptr) return;
+      ++group_count_;
+      slot->MergeFrom(*closed);
+      return;
+    }
+  }
+  if (overflow_group_ == nullptr) overflow_group_ = NewEntry();
+  if (overflow_group_ == nullptr) return;
+  ++groups_dropped_;
+  overflow_group_->MergeFrom(*closed);
+}
+
+void SocketTable::ResetInChild() {
+  pthread_mutex_init(&mutex_, nullptr);
+  const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed) + 1;
+  for (unsigned fd = 0; fd < end && slots_ != nullptr; ++fd) {
+    SocketState* s = slots_[fd].load(std::memory_order_relaxed);
+    if (s == nullptr) continue;
+    s->stats.Reset();
+    s->burst_open_writes.Set(0);
+    s->burst_open_bytes.Set(0);
+    s->turn_pending.store(false, std::memory_order_relaxed);
+    s->inherited = true;
+  }
+  for (SocketState*& g : groups_) {
+    if (g == nullptr) continue;
+    g->next_free = free_list_;
+    free_list_ = g;
+    g = nullptr;
+  }
+  if (overflow_group_ != nullptr) {
+    overflow_group_->next_free = free_list_;
+    free_list_ = overflow_group_;
+    overflow_group_ = nullptr;
+  }
+  group_count_ = 0;
+  groups_dropped_ = 0;
+}
+
+}  // namespace tcpadvise

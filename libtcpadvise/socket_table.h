@@ -1,0 +1,131 @@
+// SocketTable: per-fd state in a flat fd-indexed array, looked up without a
+// lock; a fd we do not track costs one bounds-checked read. Entries are
+// created and retired under one mutex on the slow paths (socket, accept,
+// close, dup), never freed while the process runs (a racing reader may touch
+// a recycled entry, never freed memory), and folded into groups on close so
+// memory stays bounded however many connections come and go.
+#ifndef TCPADVISE_SOCKET_TABLE_H_
+#define TCPADVISE_SOCKET_TABLE_H_
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <atomic>
+
+#include "socket_state.h"
+
+namespace tcpadvise {
+
+// kMaxGroups bounds the group table; closed sockets past it share one
+// overflow group, counted in the trace.
+constexpr int kMaxGroups = 1024;
+
+// SocketTable maps fds to SocketState entries.
+class SocketTable {
+ public:
+  // SocketTable::Init sizes the table from RLIMIT_NOFILE's hard limit (capped)
+  // with an mmap that costs nothing until used; false on failure (the shim then
+  // stays inert).
+  bool Init();
+
+  // SocketTable::Lookup returns the entry for fd, or nullptr.
+  SocketState* Lookup(int fd) const {
+    const unsigned index = static_cast<unsigned>(fd);
+    if (index >= size_.load(std::memory_order_relaxed)) return nullptr;
+    return slots_[index].load(std::memory_order_acquire);
+  }
+
+  // SocketTable::Covers tells whether fd fits in the table.
+  bool Covers(int fd) const { return static_cast<unsigned>(fd) < size_.load(std::memory_order_relaxed); }
+
+  // SocketTable::Track starts tracking fd with a new entry (replacing any
+  // stale one); nullptr if fd is out of range or memory ran out.
+  SocketState* Track(int fd, const SocketIdentity& id);
+
+  // SocketTable::Alias makes new_fd refer to the same socket as entry (dup).
+  void Alias(int new_fd, SocketState* entry);
+
+  // SocketTable::Release forgets fd; when it was the socket's last fd, reads
+  // the kernel's final figures through fd (still open: call this before the
+  // real close) and folds the socket into its group.
+  void Release(int fd);
+
+  // SocketTable::ReleaseReplaced forgets fd after dup2 or dup3 put another
+  // file on it: the old socket's final figures were read by CaptureKernelState.
+  void ReleaseReplaced(int fd);
+
+  // SocketTable::CaptureKernelState reads tcp_info and the effective options
+  // of fd's socket into its entry.
+  void CaptureKernelState(int fd);
+
+  // SocketTable::ReleaseRange releases every tracked fd in [first, last].
+  void ReleaseRange(unsigned first, unsigned last);
+
+  // SocketTable::ForEachLive calls fn(fd, entry) for each fd's entry (an
+  // entry with several fds is visited once) with the mutex held.
+  template <typename Fn>
+  void ForEachLive(Fn fn);
+
+  // SocketTable::ForEachGroup calls fn(group) with the mutex held.
+  template <typename Fn>
+  void ForEachGroup(Fn fn);
+
+  // SocketTable::Lock and Unlock guard a consistent view (trace writing, fork).
+  void Lock() { pthread_mutex_lock(&mutex_); }
+  void Unlock() { pthread_mutex_unlock(&mutex_); }
+
+  // SocketTable::ResetInChild runs in a fork child: the child keeps the
+  // sockets it inherited but starts its own statistics from zero. Lock was
+  // taken before fork; this reinitialises the mutex.
+  void ResetInChild();
+
+  // SocketTable::groups_dropped counts closed sockets that went to the
+  // overflow group.
+  uint64_t groups_dropped() const { return groups_dropped_; }
+
+ private:
+  SocketState* NewEntry();
+  void Forget(int fd, bool fd_is_live);
+  void Retire(int fd, SocketState* entry);
+  void FoldIntoGroup(SocketState* entry);
+
+  std::atomic<unsigned> size_{0};
+  std::atomic<SocketState*>* slots_ = nullptr;
+  pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
+  std::atomic<unsigned> max_tracked_fd_{0};
+  SocketState* free_list_ = nullptr;  // linked through SocketState::next_free
+  SocketState* groups_[kMaxGroups * 2] = {};  // open addressing, half full at most
+  int group_count_ = 0;
+  SocketState* overflow_group_ = nullptr;
+  uint64_t groups_dropped_ = 0;
+};
+
+template <typename Fn>
+void SocketTable::ForEachLive(Fn fn) {
+  const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed) + 1;
+  for (unsigned fd = 0; fd < end && slots_ != nullptr; ++fd) {
+    SocketState* s = slots_[fd].load(std::memory_order_relaxed);
+    if (s == nullptr) continue;
+    // A dup'd socket is visited at its lowest fd only.
+    bool seen = false;
+    for (unsigned other = 0; other < fd && s->refs > 1 && !seen; ++other) {
+      seen = slots_[other].load(std::memory_order_relaxed) == s;
+    }
+    if (!seen) fn(static_cast<int>(fd), s);
+  }
+}
+
+template <typename Fn>
+void SocketTable::ForEachGroup(Fn fn) {
+  for (SocketState* g : groups_) {
+    if (g != nullptr) fn(g);
+  }
+  if (overflow_group_ != nullptr) fn(overflow_group_);
+}
+
+// g_table is the process's socket table.
+extern SocketTable g_table;
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_SOCKET_TABLE_H_

@@ -1,0 +1,366 @@
+#include "trace_writer.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "errno_saver.h"
+#include "json_writer.h"
+#include "raw_log.h"
+#include "real_libc.h"
+#include "runtime.h"
+#include "socket_table.h"
+
+namespace tcpadvise {
+namespace {
+
+pthread_mutex_t g_writer_mutex = PTHREAD_MUTEX_INITIALIZER;
+bool g_final_written = false;
+bool g_warned = false;
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kClient:
+      return "client";
+    case Role::kServer:
+      return "server";
+    default:
+      return "unknown";
+  }
+}
+
+void EmitEndpoint(JsonWriter* w, const char* key, const sockaddr_storage& a) {
+  char text[INET6_ADDRSTRLEN] = "";
+  uint16_t port = 0;
+  if (a.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(a);
+    inet_ntop(AF_INET, &in.sin_addr, text, sizeof(text));
+    port = ntohs(in.sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
+    inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof(text));
+    port = ntohs(in6.sin6_port);
+  }
+  w->Key(key);
+  w->BeginObject();
+  w->Key("addr");
+  w->String(text);
+  w->Key("port");
+  w->Uint(port);
+  w->EndObject();
+}
+
+// EmitHistogram writes a histogram; scale turns ticks into nanoseconds.
+template <typename H>
+void EmitHistogram(JsonWriter* w, const char* key, const char* unit, const H& h, double scale) {
+  const HistogramData& d = h.data();
+  const uint64_t count = d.count.Get();
+  w->Key(key);
+  w->BeginObject();
+  w->Key("unit");
+  w->String(unit);
+  w->Key("count");
+  w->Uint(count);
+  w->Key("sum");
+  w->Double(static_cast<double>(d.sum.Get()) * scale);
+  w->Key("min");
+  w->Double(count ? static_cast<double>(d.min.Get()) * scale : 0);
+  w->Key("max");
+  w->Double(static_cast<double>(d.max.Get()) * scale);
+  w->Key("buckets");
+  w->BeginArray();
+  for (int b = 0; b < H::kBuckets; ++b) {
+    const uint64_t n = h.buckets()[b].Get();
+    if (n == 0) continue;
+    double high = static_cast<double>(HistogramBucketHigh(b));
+    if (b == H::kBuckets - 1 && static_cast<double>(d.max.Get()) >= high) high = static_cast<double>(d.max.Get()) + 1;
+    w->BeginArray();
+    w->Double(static_cast<double>(HistogramBucketLow(b)) * scale);
+    w->Double(high * scale);
+    w->Uint(n);
+    w->EndArray();
+  }
+  w->EndArray();
+  w->EndObject();
+}
+
+void EmitApiCounts(JsonWriter* w, const Counter* counts, int n, const char* (*name)(int)) {
+  w->Key("by_api");
+  w->BeginObject();
+  for (int i = 0; i < n; ++i) {
+    if (counts[i].Get() == 0) continue;
+    w->Key(name(i));
+    w->Uint(counts[i].Get());
+  }
+  w->EndObject();
+}
+
+const char* WriteApiNameAt(int i) { return WriteApiName(static_cast<WriteApi>(i)); }
+const char* ReadApiNameAt(int i) { return ReadApiName(static_cast<ReadApi>(i)); }
+
+void EmitTcpInfo(JsonWriter* w, const TcpInfoSummary& t) {
+  if (t.samples == 0) return;
+  const double n = static_cast<double>(t.samples);
+  w->Key("tcp_info");
+  w->BeginObject();
+  w->Key("samples");
+  w->Uint(t.samples);
+  w->Key("rtt_us");
+  w->Double(static_cast<double>(t.rtt_us_sum) / n);
+  w->Key("rttvar_us");
+  w->Double(static_cast<double>(t.rttvar_us_sum) / n);
+  w->Key("snd_mss");
+  w->Uint(t.snd_mss);
+  w->Key("snd_cwnd");
+  w->Uint(t.snd_cwnd);
+  w->Key("total_retrans");
+  w->Uint(t.total_retrans);
+  w->Key("segs_out");
+  w->Uint(t.segs_out);
+  w->Key("data_segs_out");
+  w->Uint(t.data_segs_out);
+  w->Key("busy_time_us");
+  w->Uint(t.busy_time_us);
+  w->Key("rwnd_limited_us");
+  w->Uint(t.rwnd_limited_us);
+  w->Key("sndbuf_limited_us");
+  w->Uint(t.sndbuf_limited_us);
+  w->Key("delivery_rate");
+  w->Uint(t.delivery_rate);
+  w->Key("notsent_bytes");
+  w->Uint(t.notsent_bytes);
+  w->EndObject();
+}
+
+void EmitSocket(JsonWriter* w, const SocketState& s, bool open, double ns_per_tick) {
+  const SocketStats& st = s.stats;
+  w->BeginObject();
+  w->Key("kind");
+  w->String(open ? "socket" : "group");
+  w->Key("connections");
+  w->Uint(s.connections);
+  w->Key("open");
+  w->Bool(open);
+  w->Key("role");
+  w->String(RoleName(s.id.role));
+  w->Key("family");
+  w->String(s.id.local.ss_family == AF_INET6 ? "ipv6" : "ipv4");
+  EmitEndpoint(w, "local", s.id.local);
+  EmitEndpoint(w, "peer", s.id.peer);
+  w->Key("service_port");
+  w->Uint(s.id.ServicePort());
+
+  w->Key("options_set");
+  w->BeginObject();
+  for (int i = 0; i < static_cast<int>(AppOption::kCount); ++i) {
+    if ((s.options_set_mask & (1u << i)) == 0) continue;
+    w->Key(AppOptionName(static_cast<AppOption>(i)));
+    w->Int(s.options_set[i]);
+  }
+  w->EndObject();
+  w->Key("options");
+  w->BeginObject();
+  w->Key("nonblocking");
+  w->Bool(s.nonblocking);
+  if (s.kernel_options.valid) {
+    w->Key("nodelay");
+    w->Bool(s.kernel_options.nodelay);
+    w->Key("cork");
+    w->Bool(s.kernel_options.cork);
+    w->Key("sndbuf");
+    w->Int(s.kernel_options.sndbuf);
+    w->Key("rcvbuf");
+    w->Int(s.kernel_options.rcvbuf);
+  }
+  w->EndObject();
+
+  w->Key("writes");
+  w->BeginObject();
+  w->Key("calls");
+  w->Uint(st.write_calls.Get());
+  w->Key("bytes");
+  w->Uint(st.write_bytes.Get());
+  EmitApiCounts(w, st.write_by_api, static_cast<int>(WriteApi::kCount), WriteApiNameAt);
+  EmitHistogram(w, "size", "bytes", st.write_size, 1.0);
+  EmitHistogram(w, "iovcnt", "count", st.write_iovcnt, 1.0);
+  EmitHistogram(w, "syscall_ns", "ns", st.write_ticks, ns_per_tick);
+  EmitHistogram(w, "gap_ns", "ns", st.gap_ticks, ns_per_tick);
+  w->EndObject();
+
+  w->Key("bursts");
+  w->BeginObject();
+  w->Key("count");
+  w->Uint(st.burst_writes.count());
+  EmitHistogram(w, "writes", "count", st.burst_writes, 1.0);
+  EmitHistogram(w, "bytes", "bytes", st.burst_bytes, 1.0);
+  w->EndObject();
+
+  w->Key("turns");
+  w->BeginObject();
+  w->Key("count");
+  w->Uint(st.turn_ticks.count());
+  EmitHistogram(w, "ns", "ns", st.turn_ticks, ns_per_tick);
+  w->EndObject();
+
+  w->Key("reads");
+  w->BeginObject();
+  w->Key("calls");
+  w->Uint(st.read_calls.Get());
+  w->Key("bytes");
+  w->Uint(st.read_bytes.Get());
+  EmitApiCounts(w, st.read_by_api, static_cast<int>(ReadApi::kCount), ReadApiNameAt);
+  EmitHistogram(w, "size", "bytes", st.read_size, 1.0);
+  w->Key("eof");
+  w->Uint(st.read_eof.Get());
+  w->EndObject();
+
+  w->Key("errors");
+  w->BeginObject();
+  for (int e = 0; e < kErrnoSlots; ++e) {
+    const uint64_t n = st.errors[e].Get();
+    if (n == 0) continue;
+    const char* name = e == 0 ? nullptr : strerrorname_np(e);
+    w->Key(name != nullptr ? name : "other");
+    w->Uint(n);
+  }
+  w->EndObject();
+  EmitTcpInfo(w, s.tcp_info);
+  w->EndObject();
+}
+
+// ProgramName is argv[0]'s basename, made safe for a file name.
+void ProgramName(char* out, size_t size) {
+  const char* name = program_invocation_short_name;
+  if (name == nullptr || name[0] == '\0') name = "unknown";
+  size_t i = 0;
+  for (; name[i] != '\0' && i + 1 < size; ++i) {
+    const char c = name[i];
+    out[i] = (c == '/' || (i == 0 && c == '.')) ? '_' : c;
+  }
+  out[i] = '\0';
+}
+
+bool WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = g_real.write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void WarnOnce(const char* what, const char* path) {
+  if (g_warned) return;
+  g_warned = true;
+  RawWarning("cannot write trace %s: %s (%s); the program goes on unchanged", path, what, strerror(errno));
+}
+
+bool LiveSocketWorthReporting(const SocketState& s) {
+  const bool connected = s.id.role == Role::kClient || s.id.role == Role::kServer;
+  return s.stats.Active() || (connected && !s.inherited);
+}
+
+}  // namespace
+
+bool SerializeTrace(JsonWriter* w, bool final) {
+  const double tsc_hz = g_runtime.tick_rate.TicksPerSecond();
+  const double ns_per_tick = 1e9 / tsc_hz;
+  bool any = false;
+  g_table.ForEachLive([&](int, SocketState* s) { any = any || LiveSocketWorthReporting(*s); });
+  g_table.ForEachGroup([&](SocketState*) { any = true; });
+  if (!any) return false;
+
+  char program[256];
+  ProgramName(program, sizeof(program));
+  w->BeginObject();
+  w->Key("schema");
+  w->String("tcpadvise.trace/1");
+  w->Key("program");
+  w->String(program);
+  w->Key("pid");
+  w->Int(getpid());
+  w->Key("ppid");
+  w->Int(getppid());
+  w->Key("start_unix_ns");
+  w->Uint(g_runtime.start_unix_ns);
+  w->Key("written_unix_ns");
+  w->Uint(RealtimeNs());
+  w->Key("final");
+  w->Bool(final);
+  w->Key("tsc_hz");
+  w->Double(tsc_hz);
+  w->Key("groups_dropped");
+  w->Uint(g_table.groups_dropped());
+  w->Key("shim_warnings");
+  w->BeginArray();
+  const uint32_t warnings = ShimWarnings();
+  if (warnings & kWarnFdBeyondTable) w->String("some sockets had fds above the shim's table size and were not tracked");
+  if (warnings & kWarnOutOfMemory) w->String("the shim ran out of memory for its tables; some sockets were not tracked");
+  w->EndArray();
+  w->Key("sockets");
+  w->BeginArray();
+  g_table.ForEachLive([&](int fd, SocketState* s) {
+    if (!LiveSocketWorthReporting(*s)) return;
+    ReadTcpInfo(fd, &s->tcp_info);
+    ReadKernelOptions(fd, &s->kernel_options);
+    EmitSocket(w, *s, /*open=*/true, ns_per_tick);
+  });
+  g_table.ForEachGroup([&](SocketState* g) { EmitSocket(w, *g, /*open=*/false, ns_per_tick); });
+  w->EndArray();
+  w->EndObject();
+  return true;
+}
+
+void WriteTrace(bool final) {
+  ErrnoSaver errno_saver;
+  LockTraceWriter();
+  if (g_final_written) {
+    UnlockTraceWriter();
+    return;
+  }
+  JsonWriter w;
+  g_table.Lock();
+  const bool any = SerializeTrace(&w, final);
+  g_table.Unlock();
+  if (final) g_final_written = true;
+  if (any && !w.failed()) {
+    char program[256], path[PATH_MAX + 300], temp[PATH_MAX + 300];
+    ProgramName(program, sizeof(program));
+    const char* dir = g_runtime.settings.out_dir;
+    snprintf(path, sizeof(path), "%s/%s.%d.json", dir, program, static_cast<int>(getpid()));
+    snprintf(temp, sizeof(temp), "%s/.%s.%d.json.tmp", dir, program, static_cast<int>(getpid()));
+    const int fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      WarnOnce("open failed", temp);
+    } else {
+      const bool written = WriteAll(fd, w.data(), w.size());
+      if (g_real.close(fd) != 0 || !written) {
+        WarnOnce("write failed", temp);
+        unlink(temp);
+      } else if (rename(temp, path) != 0) {
+        WarnOnce("rename failed", path);
+        unlink(temp);
+      }
+    }
+  } else if (w.failed()) {
+    RawWarning("out of memory while writing the trace; this trace is skipped");
+  }
+  UnlockTraceWriter();
+}
+
+void LockTraceWriter() { pthread_mutex_lock(&g_writer_mutex); }
+
+void UnlockTraceWriter() { pthread_mutex_unlock(&g_writer_mutex); }
+
+void ResetTraceWriterInChild() {
+  pthread_mutex_init(&g_writer_mutex, nullptr);
+  g_final_written = false;
+}
+
+}  // namespace tcpadvise

@@ -1,0 +1,28 @@
+// TraceWriter: serialises the socket table as one JSON trace per process
+// (schema tcpadvise.trace/1, advisor/tcpadvise/schemas/trace-1.schema.json)
+// and puts it in place atomically: temp file, then rename.
+#ifndef TCPADVISE_TRACE_WRITER_H_
+#define TCPADVISE_TRACE_WRITER_H_
+
+namespace tcpadvise {
+
+class JsonWriter;
+
+// WriteTrace writes <out>/<program>.<pid>.json if the process has any TCP
+// socket worth reporting; final marks the exit trace, after which snapshots
+// stop. A failure prints one warning per process and is otherwise ignored.
+void WriteTrace(bool final);
+
+// SerializeTrace appends the trace document to w; false when there is no
+// socket to report. The table mutex must be held.
+bool SerializeTrace(JsonWriter* w, bool final);
+
+// LockTraceWriter, UnlockTraceWriter and ResetTraceWriterInChild keep a fork
+// from copying a half-written trace state.
+void LockTraceWriter();
+void UnlockTraceWriter();
+void ResetTraceWriterInChild();
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_TRACE_WRITER_H_

@@ -1,0 +1,109 @@
+// The LD_PRELOAD entry points: each libc name the shim wraps, forwarded in one
+// line to libtcpadvise's hooks. Only these symbols leave the shared object
+// (exports.map); everything else, jemalloc included, stays hidden.
+#include <stdarg.h>
+
+#include "libtcpadvise/hooks.h"
+#include "libtcpadvise/runtime.h"
+
+#define TCPADVISE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace h = tcpadvise::hooks;
+
+// The constructor runs before the program's own; priority 101 puts it ahead
+// of other constructors in this object.
+__attribute__((constructor(101))) static void TcpadviseStart() { tcpadvise::RuntimeStart(); }
+__attribute__((destructor(101))) static void TcpadviseStop() { tcpadvise::RuntimeStop(); }
+
+TCPADVISE_EXPORT ssize_t write(int fd, const void* buf, size_t n) { return h::Write(fd, buf, n); }
+TCPADVISE_EXPORT ssize_t writev(int fd, const struct iovec* iov, int iovcnt) { return h::Writev(fd, iov, iovcnt); }
+TCPADVISE_EXPORT ssize_t send(int fd, const void* buf, size_t n, int flags) { return h::Send(fd, buf, n, flags); }
+TCPADVISE_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr,
+                                socklen_t addrlen) {
+  return h::Sendto(fd, buf, n, flags, addr, addrlen);
+}
+TCPADVISE_EXPORT ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) { return h::Sendmsg(fd, msg, flags); }
+TCPADVISE_EXPORT int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
+  return h::Sendmmsg(fd, msgs, vlen, flags);
+}
+TCPADVISE_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
+  return h::Sendfile(out_fd, in_fd, offset, count);
+}
+TCPADVISE_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) {
+  return h::Sendfile64(out_fd, in_fd, offset, count);
+}
+
+TCPADVISE_EXPORT ssize_t read(int fd, void* buf, size_t n) { return h::Read(fd, buf, n); }
+TCPADVISE_EXPORT ssize_t readv(int fd, const struct iovec* iov, int iovcnt) { return h::Readv(fd, iov, iovcnt); }
+TCPADVISE_EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) { return h::Recv(fd, buf, n, flags); }
+TCPADVISE_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* addrlen) {
+  return h::Recvfrom(fd, buf, n, flags, addr, addrlen);
+}
+TCPADVISE_EXPORT ssize_t recvmsg(int fd, struct msghdr* msg, int flags) { return h::Recvmsg(fd, msg, flags); }
+TCPADVISE_EXPORT int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct timespec* timeout) {
+  return h::Recvmmsg(fd, msgs, vlen, flags, timeout);
+}
+TCPADVISE_EXPORT ssize_t __read_chk(int fd, void* buf, size_t n, size_t buflen) {
+  return h::ReadChk(fd, buf, n, buflen);
+}
+TCPADVISE_EXPORT ssize_t __recv_chk(int fd, void* buf, size_t n, size_t buflen, int flags) {
+  return h::RecvChk(fd, buf, n, buflen, flags);
+}
+TCPADVISE_EXPORT ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t buflen, int flags, struct sockaddr* addr,
+                                        socklen_t* addrlen) {
+  return h::RecvfromChk(fd, buf, n, buflen, flags, addr, addrlen);
+}
+
+TCPADVISE_EXPORT int socket(int domain, int type, int protocol) { return h::Socket(domain, type, protocol); }
+TCPADVISE_EXPORT int accept(int fd, struct sockaddr* addr, socklen_t* addrlen) { return h::Accept(fd, addr, addrlen); }
+TCPADVISE_EXPORT int accept4(int fd, struct sockaddr* addr, socklen_t* addrlen, int flags) {
+  return h::Accept4(fd, addr, addrlen, flags);
+}
+TCPADVISE_EXPORT int connect(int fd, const struct sockaddr* addr, socklen_t addrlen) {
+  return h::Connect(fd, addr, addrlen);
+}
+TCPADVISE_EXPORT int listen(int fd, int backlog) { return h::Listen(fd, backlog); }
+TCPADVISE_EXPORT int close(int fd) { return h::Close(fd); }
+TCPADVISE_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
+  return h::CloseRange(first, last, flags);
+}
+TCPADVISE_EXPORT int shutdown(int fd, int how) { return h::Shutdown(fd, how); }
+TCPADVISE_EXPORT int dup(int fd) { return h::Dup(fd); }
+TCPADVISE_EXPORT int dup2(int old_fd, int new_fd) { return h::Dup2(old_fd, new_fd); }
+TCPADVISE_EXPORT int dup3(int old_fd, int new_fd, int flags) { return h::Dup3(old_fd, new_fd, flags); }
+TCPADVISE_EXPORT int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  const unsigned long arg = va_arg(ap, unsigned long);
+  va_end(ap);
+  return h::Fcntl(fd, cmd, arg);
+}
+TCPADVISE_EXPORT int fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  const unsigned long arg = va_arg(ap, unsigned long);
+  va_end(ap);
+  return h::Fcntl64(fd, cmd, arg);
+}
+TCPADVISE_EXPORT int setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
+  return h::Setsockopt(fd, level, name, value, len);
+}
+
+TCPADVISE_EXPORT int poll(struct pollfd* fds, nfds_t nfds, int timeout) { return h::Poll(fds, nfds, timeout); }
+TCPADVISE_EXPORT int ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout, const sigset_t* mask) {
+  return h::Ppoll(fds, nfds, timeout, mask);
+}
+TCPADVISE_EXPORT int select(int nfds, fd_set* r, fd_set* w, fd_set* e, struct timeval* timeout) {
+  return h::Select(nfds, r, w, e, timeout);
+}
+TCPADVISE_EXPORT int pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const struct timespec* timeout,
+                             const sigset_t* mask) {
+  return h::Pselect(nfds, r, w, e, timeout, mask);
+}
+TCPADVISE_EXPORT int epoll_wait(int epfd, struct epoll_event* events, int maxevents, int timeout) {
+  return h::EpollWait(epfd, events, maxevents, timeout);
+}
+TCPADVISE_EXPORT int epoll_pwait(int epfd, struct epoll_event* events, int maxevents, int timeout,
+                                 const sigset_t* mask) {
+  return h::EpollPwait(epfd, events, maxevents, timeout, mask);
+}

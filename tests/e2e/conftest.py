@@ -1,0 +1,108 @@
+"""Fixtures for end-to-end tests: the built shim, the project's own programs,
+and a way to run them under the shim and read back their traces.
+
+TCPADVISE_BUILD names the build directory (default: build/ at the repo
+root); TCPADVISE_PRELOAD_FIRST names a runtime to preload ahead of the shim
+(libasan for the sanitizer job)."""
+import json
+import os
+import pathlib
+import subprocess
+import time
+
+import jsonschema
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("TCPADVISE_BUILD", REPO / "build"))
+SCHEMA = json.loads((REPO / "advisor/tcpadvise/schemas/trace-1.schema.json").read_text())
+
+
+def shim_path():
+    return BUILD / "preload" / "libtcpadvise.so"
+
+
+def prog(name):
+    return str(BUILD / "tests" / "progs" / name)
+
+
+def shim_env(out_dir, interval=None, **extra):
+    env = dict(os.environ)
+    preload = [str(shim_path())]
+    if os.environ.get("TCPADVISE_PRELOAD_FIRST"):
+        preload.insert(0, os.environ["TCPADVISE_PRELOAD_FIRST"])
+    env["LD_PRELOAD"] = " ".join(preload)
+    env["TCPADVISE_OUT"] = str(out_dir)
+    if interval is not None:
+        env["TCPADVISE_INTERVAL"] = str(interval)
+    env.update(extra)
+    return env
+
+
+def assert_no_sanitizer_report(stderr):
+    assert "AddressSanitizer" not in stderr and "runtime error:" not in stderr, stderr
+
+
+def run(cmd, env=None, timeout=120):
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert_no_sanitizer_report(result.stderr)
+    return result
+
+
+def load_traces(out_dir):
+    """Every trace in out_dir, validated against the schema, by pid."""
+    traces = {}
+    for path in sorted(pathlib.Path(out_dir).glob("*.json")):
+        trace = json.loads(path.read_text())
+        jsonschema.validate(trace, SCHEMA)
+        traces[trace["pid"]] = trace
+    return traces
+
+
+def sockets(trace, role=None):
+    return [s for s in trace["sockets"] if role is None or s["role"] == role]
+
+
+class Server:
+    """A burst server process; the port it listens on is read from its stdout."""
+
+    def __init__(self, args, env=None):
+        self.proc = subprocess.Popen([prog("burst"), "server", "--port", "0", *args], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("listening "), line + self.proc.stderr.read()
+        self.port = int(line.split()[1])
+
+    def stop(self):
+        self.proc.terminate()
+        _, err = self.proc.communicate(timeout=10)
+        assert_no_sanitizer_report(err)
+
+
+@pytest.fixture
+def server_factory():
+    servers = []
+
+    def start(*args, env=None):
+        server = Server(args, env)
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def client_json(result):
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+def wait_for(predicate, timeout=10.0, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    return predicate()

@@ -1,0 +1,199 @@
+"""The shim under LD_PRELOAD on the project's own programs: the trace says
+exactly what the program did, other descriptors stay untracked, and every
+call returns what libc returns."""
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+
+import pytest
+
+from conftest import (BUILD, client_json, load_traces, prog, run, shim_env, shim_path, sockets, wait_for)
+
+ROUNDS, WRITES, SIZE = 20, 15, 2
+
+
+def run_client(tmp_path, port, *args, **env_extra):
+    cmd = [prog("burst"), "client", "--port", str(port), *args]
+    return run(cmd, env=shim_env(tmp_path, **env_extra))
+
+
+@pytest.mark.parametrize("api", ["write", "writev", "send", "sendto", "sendmsg"])
+def test_client_trace_counts_equal_what_the_client_did(tmp_path, server_factory, api):
+    server = server_factory("--writes", "4", "--size", "100", "--reply", "3")
+    did = client_json(run_client(tmp_path, server.port, "--rounds", str(ROUNDS), "--writes", "4", "--size", "100",
+                                 "--reply", "3", "--api", api, "--nodelay"))[0]
+    trace = load_traces(tmp_path)[did["pid"]]
+    assert trace["final"] is True
+    (sock,) = sockets(trace, "client")
+    assert sock["connections"] == 1
+    assert sock["peer"] == {"addr": "127.0.0.1", "port": server.port}
+    assert sock["writes"]["calls"] == did["writes"] == ROUNDS * 4
+    assert sock["writes"]["bytes"] == did["bytes"] == ROUNDS * 400
+    assert sock["writes"]["by_api"] == {api: ROUNDS * 4}
+    assert sock["writes"]["size"]["min"] == sock["writes"]["size"]["max"] == 100
+    assert sock["bursts"]["count"] == ROUNDS
+    assert sock["bursts"]["writes"]["min"] == sock["bursts"]["writes"]["max"] == 4
+    assert sock["bursts"]["bytes"]["sum"] == ROUNDS * 400
+    assert sock["turns"]["count"] == ROUNDS
+    assert sock["reads"]["bytes"] == did["reply_bytes"] == ROUNDS * 3
+    assert sock["options_set"] == {"TCP_NODELAY": 1}
+    assert sock["options"]["nodelay"] is True
+    assert sock["errors"] == {}
+    assert sock["tcp_info"]["data_segs_out"] >= ROUNDS
+
+
+def test_single_writev_is_one_write_of_many_iovecs(tmp_path, server_factory):
+    server = server_factory()
+    did = client_json(run_client(tmp_path, server.port, "--rounds", str(ROUNDS), "--single-writev"))[0]
+    (sock,) = sockets(load_traces(tmp_path)[did["pid"]], "client")
+    assert sock["writes"]["calls"] == ROUNDS
+    assert sock["writes"]["by_api"] == {"writev": ROUNDS}
+    assert sock["writes"]["iovcnt"]["min"] == sock["writes"]["iovcnt"]["max"] == WRITES
+    assert sock["bursts"]["writes"]["max"] == 1
+
+
+def test_nagle_delayed_ack_shows_in_turn_times(tmp_path, server_factory):
+    """The seed's pattern (004): 15 two-byte writes, Nagle on, a 2-byte reply."""
+    server = server_factory()
+    did = client_json(run_client(tmp_path, server.port, "--rounds", "10"))[0]
+    (sock,) = sockets(load_traces(tmp_path)[did["pid"]], "client")
+    turns = sock["turns"]["ns"]
+    assert turns["count"] == 10
+    # The median turn sits near the 40 ms delayed-ACK timer, not at loopback speed.
+    assert turns["max"] > 20e6, turns
+
+
+def test_server_trace_counts_each_request_and_reply(tmp_path, server_factory):
+    server = server_factory(env=shim_env(tmp_path, interval=0.1))
+    did = client_json(run([prog("burst"), "client", "--port", str(server.port), "--rounds", str(ROUNDS)]))[0]
+
+    def server_group():
+        traces = load_traces(tmp_path)
+        trace = traces.get(server.proc.pid)
+        groups = [s for s in sockets(trace, "server")] if trace else []
+        return groups if groups and groups[0]["reads"]["eof"] == 1 else None
+
+    (group,) = wait_for(server_group)
+    assert group["kind"] == "group" and group["connections"] == 1
+    assert group["service_port"] == server.port
+    assert group["reads"]["bytes"] == did["bytes"]
+    assert group["writes"]["calls"] == ROUNDS and group["writes"]["bytes"] == ROUNDS * 2
+    assert group["bursts"]["count"] == ROUNDS
+    assert group["turns"]["count"] == ROUNDS - 1  # the last reply gets EOF, not a new request
+
+
+def test_probe_returns_what_libc_returns(tmp_path):
+    plain = run([prog("probe")])
+    traced = run([prog("probe")], env=shim_env(tmp_path))
+    assert plain.returncode == traced.returncode == 0
+    assert traced.stdout == plain.stdout
+    assert "tcpadvise" not in traced.stderr
+
+
+def test_probe_tracks_only_tcp_sockets(tmp_path):
+    run([prog("probe")], env=shim_env(tmp_path))
+    (trace,) = load_traces(tmp_path).values()
+    by_role = {s["role"]: s for s in trace["sockets"]}
+    assert sorted(by_role) == ["client", "server", "unknown"]
+    assert all(s["family"] == "ipv4" and s["kind"] == "group" for s in trace["sockets"])
+    # Files, pipes, UDP and Unix sockets wrote 1026 bytes more; none is counted.
+    assert by_role["client"]["writes"]["bytes"] == 1242
+    assert by_role["server"]["reads"]["bytes"] == 1242
+    assert by_role["client"]["connections"] == 3 and by_role["server"]["connections"] == 3
+    assert by_role["client"]["writes"]["by_api"] == {
+        "write": 5, "writev": 2, "send": 3, "sendto": 1, "sendmsg": 1, "sendmmsg": 1, "sendfile": 1}
+    assert by_role["server"]["reads"]["by_api"] == {
+        "read": 3, "readv": 1, "recv": 5, "recvfrom": 1, "recvmsg": 1, "recvmmsg": 1}
+    assert by_role["client"]["errors"] == {"EFAULT": 1, "EINVAL": 1, "EPIPE": 3}
+    assert by_role["server"]["errors"] == {"EAGAIN": 2}
+    assert by_role["unknown"]["errors"] == {"EPIPE": 1, "ENOTCONN": 1}
+    assert by_role["client"]["options_set"] == {"TCP_NODELAY": 1, "SO_SNDBUF": 1}
+
+
+def test_threads_each_get_their_own_exact_counts(tmp_path, server_factory):
+    server = server_factory()
+    did = client_json(run_client(tmp_path, server.port, "--threads", "4", "--rounds", "30", "--writes", "5",
+                                 "--size", "10", "--nodelay", interval=0.01))[0]
+    (group,) = sockets(load_traces(tmp_path)[did["pid"]], "client")
+    assert group["connections"] == 4
+    assert group["writes"]["calls"] == did["writes"] == 4 * 30 * 5
+    assert group["bursts"]["count"] == 4 * 30
+    assert group["turns"]["count"] == 4 * 30
+
+
+def test_fork_child_and_parent_count_their_own_calls(tmp_path, server_factory):
+    server = server_factory()
+    result = run_client(tmp_path, server.port, "--rounds", "20", "--fork-rounds", "6", "--nodelay")
+    child, parent = client_json(result)
+    traces = load_traces(tmp_path)
+    (parent_sock,) = sockets(traces[parent["pid"]], "client")
+    assert parent_sock["writes"]["calls"] == parent["writes"] == 20 * WRITES
+    assert parent_sock["bursts"]["count"] == 20
+    child_trace = traces[child["child_pid"]]
+    assert child_trace["ppid"] == parent["pid"]
+    (child_sock,) = sockets(child_trace, "client")
+    assert child_sock["kind"] == "socket" and child_sock["open"] is True  # still open when the child exited
+    assert child_sock["writes"]["calls"] == child["child_writes"] == 6 * WRITES
+    assert child_sock["bursts"]["count"] == 6
+
+
+def test_program_that_closes_every_fd_keeps_working(tmp_path, server_factory):
+    server = server_factory()
+    did = client_json(run_client(tmp_path, server.port, "--close-all", "--rounds", "5", "--nodelay"))[0]
+    (sock,) = sockets(load_traces(tmp_path)[did["pid"]], "client")
+    assert sock["writes"]["calls"] == 5 * WRITES
+
+
+def test_unwritable_output_dir_warns_once_and_the_program_runs(tmp_path, server_factory):
+    server = server_factory()
+    result = run_client(tmp_path / "missing" / "dir", server.port, "--rounds", "5", "--nodelay", interval=0.01)
+    assert client_json(result)[0]["rounds"] == 5
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("tcpadvise: warning:")]
+    assert len(warnings) == 1, result.stderr
+    assert "missing" in warnings[0]
+
+
+def test_bad_setting_warns_and_falls_back(tmp_path, server_factory):
+    server = server_factory()
+    result = run_client(tmp_path, server.port, "--rounds", "3", "--nodelay", TCPADVISE_INTERVAL="soon")
+    assert client_json(result)[0]["rounds"] == 3
+    assert result.stderr.count("tcpadvise: warning: TCPADVISE_INTERVAL") == 1
+    assert load_traces(tmp_path)
+
+
+def test_snapshots_are_replaced_atomically(tmp_path, server_factory):
+    """A reader polling the trace while snapshots are rewritten every 10 ms
+    always sees a whole document, and no temp file is left behind."""
+    server = server_factory()
+    proc = subprocess.Popen([prog("burst"), "client", "--port", str(server.port), "--rounds", "400", "--nodelay"],
+                            env=shim_env(tmp_path, interval=0.01), stdout=subprocess.PIPE, text=True)
+    path = tmp_path / f"burst.{proc.pid}.json"
+    parsed = []
+    while proc.poll() is None:
+        if path.exists():
+            parsed.append(json.loads(path.read_text()))
+    proc.communicate()
+    assert any(not t["final"] for t in parsed), "no snapshot seen while the program ran"
+    assert json.loads(path.read_text())["final"] is True
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_program_without_tcp_writes_no_trace(tmp_path):
+    result = run(["sh", "-c", "echo hi | cat > /dev/null"], env=shim_env(tmp_path))
+    assert result.returncode == 0 and result.stderr == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_shim_exports_only_the_wrapped_libc_names():
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(shim_path())], capture_output=True, text=True,
+                             check=True).stdout.split()
+    exported = set(symbols[2::3])
+    assert "mallocx" not in exported and "malloc" not in exported  # jemalloc stays private
+    assert {"write", "read", "__read_chk", "epoll_pwait", "sendfile64", "close_range"} <= exported
+    assert all(re.fullmatch(r"[a-z_0-9]+", name) for name in exported)
+    needed = subprocess.run(["readelf", "-d", str(shim_path())], capture_output=True, text=True,
+                            check=True).stdout
+    assert "libstdc++" not in needed
