@@ -14,4 +14,18 @@ uint64_t HistogramBucketHigh(int bucket) {
   return static_cast<uint64_t>(4 + bucket % 4 + 1) << (msb - 2);
 }
 
+HistogramSummary SummarizeBuckets(const Counter* buckets, int n) {
+  HistogramSummary s;
+  for (int b = 0; b < n; ++b) {
+    const uint64_t c = buckets[b].Get();
+    if (c == 0) continue;
+    const uint64_t low = HistogramBucketLow(b), high = HistogramBucketHigh(b);
+    if (s.count == 0) s.min = low;
+    s.max = high - 1;
+    s.count += c;
+    s.estimated_sum += static_cast<double>(c) * (static_cast<double>(low) + static_cast<double>(high - 1)) / 2;
+  }
+  return s;
+}
+
 }  // namespace tcpadvise

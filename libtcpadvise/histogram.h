@@ -1,6 +1,8 @@
 // Histogram: a log-linear histogram cheap enough for the hot path: four
 // buckets per power of two (exact below 8, within 12.5% above), a bucket index
-// from one count-leading-zeros, plain relaxed counters.
+// from one count-leading-zeros, and a single counter to bump. Count, bounds
+// and sum are derived from the buckets when a trace is written, so a record
+// touches one cache line.
 #ifndef TCPADVISE_HISTOGRAM_H_
 #define TCPADVISE_HISTOGRAM_H_
 
@@ -25,60 +27,45 @@ uint64_t HistogramBucketLow(int bucket);
 // HistogramBucketHigh is one past the largest value in bucket b.
 uint64_t HistogramBucketHigh(int bucket);
 
-// HistogramData is the state behind every Histogram size: the part the trace
-// writer and the merge code read, whatever the bucket count.
-struct HistogramData {
-  Counter count;
-  Counter sum;
-  Counter min;  // UINT64_MAX while empty, set by Reset
-  Counter max;
+// HistogramSummary is what the buckets say about the recorded values: the
+// count exactly, the bounds to a bucket, the sum estimated from midpoints.
+struct HistogramSummary {
+  uint64_t count = 0;
+  uint64_t min = 0;  // low bound of the lowest non-empty bucket
+  uint64_t max = 0;  // last value of the highest non-empty bucket
+  double estimated_sum = 0;
 };
 
+// SummarizeBuckets computes a HistogramSummary over n buckets.
+HistogramSummary SummarizeBuckets(const Counter* buckets, int n);
+
 // Histogram records values up to 2^(kMaxMsb+1); larger ones are clamped into
-// the last bucket, and max keeps the true value.
+// the last bucket.
 template <int kMaxMsb>
 class Histogram {
  public:
-  static constexpr int kMaxMsbValue = kMaxMsb;
   static constexpr int kBuckets = (kMaxMsb - 1) * 4 + 4;
 
-  Histogram() { Reset(); }
-
   // Histogram::Record adds one value.
-  void Record(uint64_t value) {
-    buckets_[HistogramBucketOf(value, kMaxMsb)].Increment();
-    data_.count.Increment();
-    data_.sum.Add(value);
-    if (value < data_.min.Get()) data_.min.Set(value);
-    if (value > data_.max.Get()) data_.max.Set(value);
-  }
+  void Record(uint64_t value) { buckets_[HistogramBucketOf(value, kMaxMsb)].Increment(); }
 
   // Histogram::MergeFrom adds every value of another histogram of the same size.
   void MergeFrom(const Histogram& other) {
-    if (other.data_.count.Get() == 0) return;
     for (int b = 0; b < kBuckets; ++b) buckets_[b].Add(other.buckets_[b].Get());
-    data_.count.Add(other.data_.count.Get());
-    data_.sum.Add(other.data_.sum.Get());
-    if (other.data_.min.Get() < data_.min.Get()) data_.min.Set(other.data_.min.Get());
-    if (other.data_.max.Get() > data_.max.Get()) data_.max.Set(other.data_.max.Get());
   }
 
   // Histogram::Reset empties the histogram.
   void Reset() {
     for (Counter& b : buckets_) b.Set(0);
-    data_.count.Set(0);
-    data_.sum.Set(0);
-    data_.min.Set(UINT64_MAX);
-    data_.max.Set(0);
   }
 
-  const HistogramData& data() const { return data_; }
+  // Histogram::Summary derives count, bounds and an estimated sum.
+  HistogramSummary Summary() const { return SummarizeBuckets(buckets_, kBuckets); }
+  uint64_t count() const { return Summary().count; }
   const Counter* buckets() const { return buckets_; }
-  uint64_t count() const { return data_.count.Get(); }
 
  private:
   Counter buckets_[kBuckets];
-  HistogramData data_;
 };
 
 // Sizes in bytes up to 1 TiB, counts up to 16 million, durations in ticks up

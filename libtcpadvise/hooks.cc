@@ -17,13 +17,16 @@ namespace tcpadvise {
 namespace hooks {
 namespace {
 
-// TrackedWrite times one write-family call on a tracked socket and records it.
+// TrackedWrite runs one write-family call on a tracked socket and records
+// it: one clock read before the call, a second one on sampled calls only.
 template <typename Call>
 inline ssize_t TrackedWrite(SocketState* s, WriteApi api, uint64_t iovcnt, Call call) {
+  const bool timed = s->SampleSyscallTime();
   const uint64_t start = ReadTicks();
   const ssize_t result = call();
-  const uint64_t end = ReadTicks();
-  s->OnWrite(api, result, result < 0 ? errno : 0, iovcnt, start, end);
+  const uint64_t syscall_ticks = timed ? ReadTicks() - start + 1 : 0;  // +1: a sample is never 0
+  s->OnWrite(api, result, result < 0 ? errno : 0, iovcnt, start, syscall_ticks);
+  MaybeSnapshot(start);
   return result;
 }
 
@@ -31,7 +34,9 @@ inline ssize_t TrackedWrite(SocketState* s, WriteApi api, uint64_t iovcnt, Call 
 template <typename Call>
 inline ssize_t TrackedRead(SocketState* s, ReadApi api, int flags, Call call) {
   const ssize_t result = call();
-  s->OnRead(api, result, result < 0 ? errno : 0, (flags & MSG_PEEK) != 0, ReadTicks());
+  s->OnRead(api, result, result < 0 ? errno : 0, (flags & MSG_PEEK) != 0);
+  // A program that only reads still gets its snapshots: every 256th read looks at the clock.
+  if (__builtin_expect((s->stats.read_calls.Get() & 255) == 0, 0)) MaybeSnapshot(ReadTicks());
   return result;
 }
 
@@ -151,7 +156,7 @@ int FcntlCommon(int fd, int cmd, int result, unsigned long arg) {
 ssize_t Write(int fd, const void* buf, size_t n) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.write)(fd, buf, n);
-  return TrackedWrite(s, WriteApi::kWrite, 1, [&] { return g_real.write(fd, buf, n); });
+  return TrackedWrite(s, WriteApi::kWrite, kScalarWrite, [&] { return g_real.write(fd, buf, n); });
 }
 
 ssize_t Writev(int fd, const struct iovec* iov, int iovcnt) {
@@ -164,13 +169,13 @@ ssize_t Writev(int fd, const struct iovec* iov, int iovcnt) {
 ssize_t Send(int fd, const void* buf, size_t n, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.send)(fd, buf, n, flags);
-  return TrackedWrite(s, WriteApi::kSend, 1, [&] { return g_real.send(fd, buf, n, flags); });
+  return TrackedWrite(s, WriteApi::kSend, kScalarWrite, [&] { return g_real.send(fd, buf, n, flags); });
 }
 
 ssize_t Sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t addrlen) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendto)(fd, buf, n, flags, addr, addrlen);
-  return TrackedWrite(s, WriteApi::kSendto, 1, [&] { return g_real.sendto(fd, buf, n, flags, addr, addrlen); });
+  return TrackedWrite(s, WriteApi::kSendto, kScalarWrite, [&] { return g_real.sendto(fd, buf, n, flags, addr, addrlen); });
 }
 
 ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags) {
@@ -183,24 +188,24 @@ ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags) {
 int Sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendmmsg)(fd, msgs, vlen, flags);
-  const uint64_t start = ReadTicks();
-  const int sent = g_real.sendmmsg(fd, msgs, vlen, flags);
-  const uint64_t end = ReadTicks();
-  const int64_t bytes = sent < 0 ? -1 : static_cast<int64_t>(MessageBytes(msgs, sent));
-  s->OnWrite(WriteApi::kSendmmsg, bytes, sent < 0 ? errno : 0, vlen, start, end);
+  int sent = 0;
+  TrackedWrite(s, WriteApi::kSendmmsg, vlen, [&]() -> ssize_t {
+    sent = g_real.sendmmsg(fd, msgs, vlen, flags);
+    return sent < 0 ? -1 : static_cast<ssize_t>(MessageBytes(msgs, sent));
+  });
   return sent;
 }
 
 ssize_t Sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
   SocketState* s = g_table.Lookup(out_fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendfile)(out_fd, in_fd, offset, count);
-  return TrackedWrite(s, WriteApi::kSendfile, 1, [&] { return g_real.sendfile(out_fd, in_fd, offset, count); });
+  return TrackedWrite(s, WriteApi::kSendfile, kScalarWrite, [&] { return g_real.sendfile(out_fd, in_fd, offset, count); });
 }
 
 ssize_t Sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) {
   SocketState* s = g_table.Lookup(out_fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendfile64)(out_fd, in_fd, offset, count);
-  return TrackedWrite(s, WriteApi::kSendfile, 1, [&] { return g_real.sendfile64(out_fd, in_fd, offset, count); });
+  return TrackedWrite(s, WriteApi::kSendfile, kScalarWrite, [&] { return g_real.sendfile64(out_fd, in_fd, offset, count); });
 }
 
 ssize_t Read(int fd, void* buf, size_t n) {
@@ -236,9 +241,11 @@ ssize_t Recvmsg(int fd, struct msghdr* msg, int flags) {
 int Recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct timespec* timeout) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recvmmsg)(fd, msgs, vlen, flags, timeout);
-  const int received = g_real.recvmmsg(fd, msgs, vlen, flags, timeout);
-  const int64_t bytes = received < 0 ? -1 : static_cast<int64_t>(MessageBytes(msgs, received));
-  s->OnRead(ReadApi::kRecvmmsg, bytes, received < 0 ? errno : 0, (flags & MSG_PEEK) != 0, ReadTicks());
+  int received = 0;
+  TrackedRead(s, ReadApi::kRecvmmsg, flags, [&]() -> ssize_t {
+    received = g_real.recvmmsg(fd, msgs, vlen, flags, timeout);
+    return received < 0 ? -1 : static_cast<ssize_t>(MessageBytes(msgs, received));
+  });
   return received;
 }
 
@@ -307,11 +314,15 @@ int Listen(int fd, int backlog) {
 }
 
 int Close(int fd) {
-  if (g_table.Lookup(fd) != nullptr) {
+  if (g_table.Lookup(fd) == nullptr) return Real(g_real.close)(fd);
+  {
     ErrnoSaver errno_saver;
     g_table.Release(fd);
   }
-  return Real(g_real.close)(fd);
+  const int result = g_real.close(fd);
+  ErrnoSaver errno_saver;
+  MaybeSnapshot(ReadTicks());
+  return result;
 }
 
 int CloseRange(unsigned int first, unsigned int last, int flags) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/single_threaded.h>
 
 #include <atomic>
 
@@ -17,12 +18,18 @@
 namespace tcpadvise {
 
 RuntimeState g_runtime;
+std::atomic<uint64_t> g_next_snapshot_tick{UINT64_MAX};
 
 namespace {
 
 std::atomic<bool> g_active{false};
+std::atomic<bool> g_armed{false};
 std::atomic<bool> g_snapshot_thread_started{false};
 std::atomic<uint32_t> g_warnings{0};
+
+uint64_t IntervalTicks() {
+  return static_cast<uint64_t>(g_runtime.settings.interval_s * g_runtime.tick_rate.TicksPerSecond());
+}
 
 void* SnapshotLoop(void*) {
   const double interval = g_runtime.settings.interval_s;
@@ -37,7 +44,7 @@ void* SnapshotLoop(void*) {
   return nullptr;
 }
 
-void StartSnapshotThread() {
+bool StartSnapshotThread() {
   // The thread blocks every signal, so the application's signals keep going
   // to its own threads.
   sigset_t all, old;
@@ -48,11 +55,10 @@ void StartSnapshotThread() {
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 64 * 1024);
   pthread_t thread;
-  if (pthread_create(&thread, &attr, SnapshotLoop, nullptr) != 0) {
-    RawWarning("cannot start the snapshot thread; the trace will be written at exit only");
-  }
+  const bool started = pthread_create(&thread, &attr, SnapshotLoop, nullptr) == 0;
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return started;
 }
 
 void BeforeFork() {
@@ -69,7 +75,11 @@ void AfterForkInChild() {
   g_table.ResetInChild();
   ResetTraceWriterInChild();
   g_runtime.start_unix_ns = RealtimeNs();
-  g_snapshot_thread_started.store(false, std::memory_order_relaxed);
+  // The parent's snapshot thread did not survive the fork: snapshots go back
+  // to the calling threads until the child has threads of its own.
+  if (g_snapshot_thread_started.exchange(false, std::memory_order_relaxed)) {
+    g_next_snapshot_tick.store(ReadTicks() + IntervalTicks(), std::memory_order_relaxed);
+  }
 }
 
 }  // namespace
@@ -118,8 +128,26 @@ void RuntimeStop() {
 
 void OnSocketTracked() {
   if (g_runtime.settings.interval_s <= 0) return;
-  if (g_snapshot_thread_started.exchange(true, std::memory_order_acq_rel)) return;
-  StartSnapshotThread();
+  const uint64_t now = ReadTicks();
+  if (!g_armed.exchange(true, std::memory_order_relaxed)) {
+    g_next_snapshot_tick.store(now + IntervalTicks(), std::memory_order_relaxed);
+  }
+  MaybeSnapshot(now);
+}
+
+void SnapshotDue(uint64_t now_ticks) {
+  uint64_t due = g_next_snapshot_tick.load(std::memory_order_relaxed);
+  // One thread wins the deadline; the others go back to the application.
+  if (now_ticks < due ||
+      !g_next_snapshot_tick.compare_exchange_strong(due, UINT64_MAX, std::memory_order_acq_rel)) {
+    return;
+  }
+  if (!__libc_single_threaded && !g_snapshot_thread_started.exchange(true, std::memory_order_acq_rel)) {
+    if (StartSnapshotThread()) return;  // the thread owns snapshots from now on
+    g_snapshot_thread_started.store(false, std::memory_order_relaxed);
+  }
+  WriteTrace(/*final=*/false);
+  g_next_snapshot_tick.store(ReadTicks() + IntervalTicks(), std::memory_order_relaxed);
 }
 
 void NoteTrackFailure(int fd) {

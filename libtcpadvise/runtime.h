@@ -6,6 +6,8 @@
 #include <limits.h>
 #include <stdint.h>
 
+#include <atomic>
+
 #include "clock.h"
 
 namespace tcpadvise {
@@ -38,7 +40,25 @@ void RuntimeStart();
 // RuntimeStop writes the final trace.
 void RuntimeStop();
 
-// OnSocketTracked starts the snapshot thread the first time a socket is tracked.
+// g_next_snapshot_tick is when the next periodic snapshot is due, in ticks;
+// UINT64_MAX while none is due from the calling threads (snapshots off, or
+// the snapshot thread has them).
+extern std::atomic<uint64_t> g_next_snapshot_tick;
+
+// SnapshotDue writes a snapshot from the calling thread, or hands snapshots
+// to a background thread once the program has threads of its own: the shim
+// never makes a single-threaded program multi-threaded, which would slow
+// every cancellable libc call in it.
+void SnapshotDue(uint64_t now_ticks);
+
+// MaybeSnapshot is the hot path's check: the calls that read the clock anyway
+// compare it with the deadline and only then leave the fast path.
+inline void MaybeSnapshot(uint64_t now_ticks) {
+  if (__builtin_expect(now_ticks >= g_next_snapshot_tick.load(std::memory_order_relaxed), 0)) SnapshotDue(now_ticks);
+}
+
+// OnSocketTracked arms the first snapshot deadline and checks it on the slow
+// paths (socket, accept, close).
 void OnSocketTracked();
 
 // NoteTrackFailure remembers, for the trace, that a socket could not be tracked.

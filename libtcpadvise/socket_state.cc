@@ -26,6 +26,8 @@ static void AddCounters(Counter* to, const Counter* from, int n) {
 void SocketStats::MergeFrom(const SocketStats& o) {
   write_calls.Add(o.write_calls.Get());
   write_bytes.Add(o.write_bytes.Get());
+  read_calls.Add(o.read_calls.Get());
+  read_bytes.Add(o.read_bytes.Get());
   AddCounters(write_by_api, o.write_by_api, static_cast<int>(WriteApi::kCount));
   write_size.MergeFrom(o.write_size);
   write_iovcnt.MergeFrom(o.write_iovcnt);
@@ -34,8 +36,6 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   burst_writes.MergeFrom(o.burst_writes);
   burst_bytes.MergeFrom(o.burst_bytes);
   turn_ticks.MergeFrom(o.turn_ticks);
-  read_calls.Add(o.read_calls.Get());
-  read_bytes.Add(o.read_bytes.Get());
   AddCounters(read_by_api, o.read_by_api, static_cast<int>(ReadApi::kCount));
   read_eof.Add(o.read_eof.Get());
   read_size.MergeFrom(o.read_size);
@@ -49,6 +49,12 @@ static void ZeroCounters(Counter* c, int n) {
 void SocketStats::Reset() {
   write_calls.Set(0);
   write_bytes.Set(0);
+  read_calls.Set(0);
+  read_bytes.Set(0);
+  burst_open_writes.Set(0);
+  burst_open_bytes.Set(0);
+  last_write_start.Set(0);
+  turn_pending.Set(0);
   ZeroCounters(write_by_api, static_cast<int>(WriteApi::kCount));
   write_size.Reset();
   write_iovcnt.Reset();
@@ -57,8 +63,6 @@ void SocketStats::Reset() {
   burst_writes.Reset();
   burst_bytes.Reset();
   turn_ticks.Reset();
-  read_calls.Set(0);
-  read_bytes.Set(0);
   ZeroCounters(read_by_api, static_cast<int>(ReadApi::kCount));
   read_eof.Set(0);
   read_size.Reset();
@@ -117,10 +121,10 @@ uint64_t SocketIdentity::GroupHash() const {
 }
 
 void SocketState::CloseBurst() {
-  stats.burst_writes.Record(burst_open_writes.Get());
-  stats.burst_bytes.Record(burst_open_bytes.Get());
-  burst_open_writes.Set(0);
-  burst_open_bytes.Set(0);
+  stats.burst_writes.Record(stats.burst_open_writes.Get());
+  stats.burst_bytes.Record(stats.burst_open_bytes.Get());
+  stats.burst_open_writes.Set(0);
+  stats.burst_open_bytes.Set(0);
 }
 
 void SocketState::ResetForReuse() {
@@ -135,10 +139,6 @@ void SocketState::ResetForReuse() {
   kernel_options = KernelOptions();
   tcp_info = TcpInfoSummary();
   stats.Reset();
-  burst_open_writes.Set(0);
-  burst_open_bytes.Set(0);
-  last_write_end.Set(0);
-  turn_pending.store(false, std::memory_order_relaxed);
 }
 
 void SocketState::MergeFrom(const SocketState& closed) {

@@ -8,8 +8,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include <atomic>
-
+#include "clock.h"
 #include "counter.h"
 #include "histogram.h"
 #include "tcp_info.h"
@@ -33,31 +32,47 @@ const char* WriteApiName(WriteApi api);
 const char* ReadApiName(ReadApi api);
 const char* AppOptionName(AppOption option);
 
+// kScalarWrite marks a write call that takes one buffer (write, send, sendto,
+// sendfile), as opposed to an iovec count.
+constexpr uint64_t kScalarWrite = ~uint64_t{0};
+
 // kErrnoSlots covers every Linux errno; larger values share slot 0.
 constexpr int kErrnoSlots = 134;
 
-// SocketStats are the mergeable statistics of a socket or a group.
-struct SocketStats {
+// SocketStats are the statistics of a socket or a group, laid out so that a
+// call touches few cache lines: the counters every call bumps share the first
+// line, each histogram record is one bucket, and the per-API counts sit
+// together. The burst and turn state of a live socket rides in the hot line
+// too; merging and resetting leave it to SocketState.
+struct alignas(64) SocketStats {
+  // The hot line.
   Counter write_calls;
   Counter write_bytes;
-  Counter write_by_api[static_cast<int>(WriteApi::kCount)];
+  Counter read_calls;
+  Counter read_bytes;
+  Counter burst_open_writes;  // writes since the last read
+  Counter burst_open_bytes;
+  Counter last_write_start;   // ticks; a gap's and a turn's reference point
+  Counter turn_pending;       // 1 between a burst's first write and the reply
+
+  alignas(64) Counter write_by_api[static_cast<int>(WriteApi::kCount)];
+  Counter read_by_api[static_cast<int>(ReadApi::kCount)];
+  Counter read_eof;
   BytesHistogram write_size;
+  // Only vector calls (writev, sendmsg, sendmmsg) are recorded here; a scalar
+  // write's single buffer is added when the trace is written.
   CountHistogram write_iovcnt;
   TicksHistogram write_ticks;
   TicksHistogram gap_ticks;
   CountHistogram burst_writes;
   BytesHistogram burst_bytes;
   TicksHistogram turn_ticks;
-  Counter read_calls;
-  Counter read_bytes;
-  Counter read_by_api[static_cast<int>(ReadApi::kCount)];
-  Counter read_eof;
   BytesHistogram read_size;
   Counter errors[kErrnoSlots];
 
   // SocketStats::MergeFrom adds another socket's statistics to these.
   void MergeFrom(const SocketStats& other);
-  // SocketStats::Reset zeroes every statistic.
+  // SocketStats::Reset zeroes every statistic and the burst state.
   void Reset();
   // SocketStats::Active tells whether any call was recorded.
   bool Active() const { return write_calls.Get() != 0 || read_calls.Get() != 0; }
@@ -102,39 +117,43 @@ struct SocketState {
   TcpInfoSummary tcp_info;
   SocketStats stats;
 
-  // Burst tracking for a live socket: writes since the last read, and the end
-  // of the last write (the start of a turn).
-  Counter burst_open_writes;
-  Counter burst_open_bytes;
-  Counter last_write_end;
-  std::atomic<bool> turn_pending{false};
+  // kSyscallTimeSampleMask: one write in 16 also reads the clock after the
+  // call to time the syscall; the others read it once, before the call.
+  static constexpr uint64_t kSyscallTimeSampleMask = 15;
 
-  // SocketState::OnWrite records one write-family call that ran from
-  // start to end (ticks) and returned result (errno_value when negative).
-  void OnWrite(WriteApi api, int64_t result, int errno_value, uint64_t iovcnt, uint64_t start, uint64_t end) {
+  // SocketState::SampleSyscallTime tells whether the next write is timed.
+  bool SampleSyscallTime() const { return (stats.write_calls.Get() & kSyscallTimeSampleMask) == 0; }
+
+  // SocketState::OnWrite records one write-family call that started at
+  // start (ticks) and returned result (errno_value when negative);
+  // syscall_ticks is the call's duration when it was sampled, else 0.
+  // iovcnt is kScalarWrite for calls that take one buffer.
+  void OnWrite(WriteApi api, int64_t result, int errno_value, uint64_t iovcnt, uint64_t start,
+               uint64_t syscall_ticks) {
     stats.write_calls.Increment();
     stats.write_by_api[static_cast<int>(api)].Increment();
+    if (syscall_ticks != 0) stats.write_ticks.Record(syscall_ticks);
     if (__builtin_expect(result < 0, 0)) {
       CountError(errno_value);
       return;
     }
     stats.write_bytes.Add(static_cast<uint64_t>(result));
     stats.write_size.Record(static_cast<uint64_t>(result));
-    stats.write_iovcnt.Record(iovcnt);
-    stats.write_ticks.Record(end - start);
-    if (burst_open_writes.Get() != 0) stats.gap_ticks.Record(start - last_write_end.Get());
-    burst_open_writes.Increment();
-    burst_open_bytes.Add(static_cast<uint64_t>(result));
-    last_write_end.Set(end);
-    turn_pending.store(true, std::memory_order_relaxed);
+    if (iovcnt != kScalarWrite) stats.write_iovcnt.Record(iovcnt);
+    if (stats.burst_open_writes.Get() != 0) stats.gap_ticks.Record(start - stats.last_write_start.Get());
+    stats.burst_open_writes.Increment();
+    stats.burst_open_bytes.Add(static_cast<uint64_t>(result));
+    stats.last_write_start.Set(start);
+    stats.turn_pending.Set(1);
   }
 
   // SocketState::OnRead records one read-family call. Any read attempt closes
-  // the current burst; the first read that returns data closes the turn.
-  void OnRead(ReadApi api, int64_t result, int errno_value, bool peek, uint64_t end) {
+  // the current burst; the first read that returns data after a burst closes
+  // the turn, and only then is the clock read.
+  void OnRead(ReadApi api, int64_t result, int errno_value, bool peek) {
     stats.read_calls.Increment();
     stats.read_by_api[static_cast<int>(api)].Increment();
-    if (burst_open_writes.Get() != 0) CloseBurst();
+    if (stats.burst_open_writes.Get() != 0) CloseBurst();
     if (__builtin_expect(result < 0, 0)) {
       CountError(errno_value);
       return;
@@ -146,9 +165,9 @@ struct SocketState {
     if (peek) return;
     stats.read_bytes.Add(static_cast<uint64_t>(result));
     stats.read_size.Record(static_cast<uint64_t>(result));
-    if (turn_pending.load(std::memory_order_relaxed)) {
-      turn_pending.store(false, std::memory_order_relaxed);
-      stats.turn_ticks.Record(end - last_write_end.Get());
+    if (stats.turn_pending.Get() != 0) {
+      stats.turn_pending.Set(0);
+      stats.turn_ticks.Record(ReadTicks() - stats.last_write_start.Get());
     }
   }
 

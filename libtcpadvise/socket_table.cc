@@ -114,7 +114,7 @@ void SocketTable::Retire(int fd, SocketState* s) {
     ReadTcpInfo(fd, &s->tcp_info);
     ReadKernelOptions(fd, &s->kernel_options);
   }
-  if (s->burst_open_writes.Get() != 0) s->CloseBurst();
+  if (s->stats.burst_open_writes.Get() != 0) s->CloseBurst();
   const bool connected = s->id.role == Role::kClient || s->id.role == Role::kServer;
   if (s->stats.Active() || (connected && !s->inherited)) FoldIntoGroup(s);
   s->next_free = free_list_;
@@ -152,9 +152,6 @@ void SocketTable::ResetInChild() {
     SocketState* s = slots_[fd].load(std::memory_order_relaxed);
     if (s == nullptr) continue;
     s->stats.Reset();
-    s->burst_open_writes.Set(0);
-    s->burst_open_bytes.Set(0);
-    s->turn_pending.store(false, std::memory_order_relaxed);
     s->inherited = true;
   }
   for (SocketState*& g : groups_) {

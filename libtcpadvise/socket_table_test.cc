@@ -47,7 +47,7 @@ TEST_F(SocketTableTest, ClosedConnectionsFromOnePeerToOnePortFoldIntoOneGroup) {
   for (uint16_t client_port = 40000; client_port < 40010; ++client_port) {
     SocketState* s = table_.Track(1000, ServerSocket(8080, 0x7f000001, client_port));
     ASSERT_NE(s, nullptr);
-    s->OnWrite(WriteApi::kWrite, 10, 0, 1, 0, 1);
+    s->OnWrite(WriteApi::kWrite, 10, 0, 1, 0, 0);
     table_.Release(1000);
   }
   EXPECT_EQ(table_.Lookup(1000), nullptr);

@@ -54,33 +54,47 @@ void EmitEndpoint(JsonWriter* w, const char* key, const sockaddr_storage& a) {
   w->EndObject();
 }
 
-// EmitHistogram writes a histogram; scale turns ticks into nanoseconds.
+// HistogramOut describes one histogram for the trace: scale turns ticks
+// into nanoseconds; exact_sum replaces the estimate when a counter knows it;
+// extra_ones adds values of 1 that were not recorded one by one.
+struct HistogramOut {
+  const char* key;
+  const char* unit;
+  double scale = 1.0;
+  double exact_sum = -1;
+  uint64_t extra_ones = 0;
+};
+
 template <typename H>
-void EmitHistogram(JsonWriter* w, const char* key, const char* unit, const H& h, double scale) {
-  const HistogramData& d = h.data();
-  const uint64_t count = d.count.Get();
-  w->Key(key);
+void EmitHistogram(JsonWriter* w, const H& h, const HistogramOut& out) {
+  HistogramSummary s = h.Summary();
+  if (out.extra_ones != 0) {
+    s.min = s.count == 0 || s.min > 1 ? 1 : s.min;
+    s.max = s.max < 1 ? 1 : s.max;
+    s.count += out.extra_ones;
+    s.estimated_sum += static_cast<double>(out.extra_ones);
+  }
+  const double sum = out.exact_sum >= 0 ? out.exact_sum : s.estimated_sum * out.scale;
+  w->Key(out.key);
   w->BeginObject();
   w->Key("unit");
-  w->String(unit);
+  w->String(out.unit);
   w->Key("count");
-  w->Uint(count);
+  w->Uint(s.count);
   w->Key("sum");
-  w->Double(static_cast<double>(d.sum.Get()) * scale);
+  w->Double(sum);
   w->Key("min");
-  w->Double(count ? static_cast<double>(d.min.Get()) * scale : 0);
+  w->Double(static_cast<double>(s.min) * out.scale);
   w->Key("max");
-  w->Double(static_cast<double>(d.max.Get()) * scale);
+  w->Double(static_cast<double>(s.max) * out.scale);
   w->Key("buckets");
   w->BeginArray();
   for (int b = 0; b < H::kBuckets; ++b) {
-    const uint64_t n = h.buckets()[b].Get();
+    const uint64_t n = h.buckets()[b].Get() + (b == 1 ? out.extra_ones : 0);
     if (n == 0) continue;
-    double high = static_cast<double>(HistogramBucketHigh(b));
-    if (b == H::kBuckets - 1 && static_cast<double>(d.max.Get()) >= high) high = static_cast<double>(d.max.Get()) + 1;
     w->BeginArray();
-    w->Double(static_cast<double>(HistogramBucketLow(b)) * scale);
-    w->Double(high * scale);
+    w->Double(static_cast<double>(HistogramBucketLow(b)) * out.scale);
+    w->Double(static_cast<double>(HistogramBucketHigh(b)) * out.scale);
     w->Uint(n);
     w->EndArray();
   }
@@ -185,25 +199,26 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, double ns_per_ti
   w->Key("bytes");
   w->Uint(st.write_bytes.Get());
   EmitApiCounts(w, st.write_by_api, static_cast<int>(WriteApi::kCount), WriteApiNameAt);
-  EmitHistogram(w, "size", "bytes", st.write_size, 1.0);
-  EmitHistogram(w, "iovcnt", "count", st.write_iovcnt, 1.0);
-  EmitHistogram(w, "syscall_ns", "ns", st.write_ticks, ns_per_tick);
-  EmitHistogram(w, "gap_ns", "ns", st.gap_ticks, ns_per_tick);
+  const uint64_t successful_writes = st.write_size.count();
+  EmitHistogram(w, st.write_size, {"size", "bytes", 1.0, static_cast<double>(st.write_bytes.Get())});
+  EmitHistogram(w, st.write_iovcnt, {"iovcnt", "count", 1.0, -1, successful_writes - st.write_iovcnt.count()});
+  EmitHistogram(w, st.write_ticks, {"syscall_ns", "ns", ns_per_tick});
+  EmitHistogram(w, st.gap_ticks, {"gap_ns", "ns", ns_per_tick});
   w->EndObject();
 
   w->Key("bursts");
   w->BeginObject();
   w->Key("count");
   w->Uint(st.burst_writes.count());
-  EmitHistogram(w, "writes", "count", st.burst_writes, 1.0);
-  EmitHistogram(w, "bytes", "bytes", st.burst_bytes, 1.0);
+  EmitHistogram(w, st.burst_writes, {"writes", "count"});
+  EmitHistogram(w, st.burst_bytes, {"bytes", "bytes"});
   w->EndObject();
 
   w->Key("turns");
   w->BeginObject();
   w->Key("count");
   w->Uint(st.turn_ticks.count());
-  EmitHistogram(w, "ns", "ns", st.turn_ticks, ns_per_tick);
+  EmitHistogram(w, st.turn_ticks, {"ns", "ns", ns_per_tick});
   w->EndObject();
 
   w->Key("reads");
@@ -213,7 +228,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, double ns_per_ti
   w->Key("bytes");
   w->Uint(st.read_bytes.Get());
   EmitApiCounts(w, st.read_by_api, static_cast<int>(ReadApi::kCount), ReadApiNameAt);
-  EmitHistogram(w, "size", "bytes", st.read_size, 1.0);
+  EmitHistogram(w, st.read_size, {"size", "bytes", 1.0, static_cast<double>(st.read_bytes.Get())});
   w->Key("eof");
   w->Uint(st.read_eof.Get());
   w->EndObject();

@@ -59,6 +59,12 @@ def load_traces(out_dir):
     return traces
 
 
+def holds_only(hist, value, count):
+    """True when every recorded value of hist fell in the one bucket holding value."""
+    return hist["count"] == count and [b[2] for b in hist["buckets"]] == [count] and \
+        hist["buckets"][0][0] <= value < hist["buckets"][0][1]
+
+
 def sockets(trace, role=None):
     return [s for s in trace["sockets"] if role is None or s["role"] == role]
 

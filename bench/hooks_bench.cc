@@ -1,0 +1,172 @@
+// Observe-mode cost of the shim's hooks, in nanoseconds per call.
+//
+// The *_Stub benchmarks bind the "real" libc function to a stub that returns
+// at once, so what they time is exactly what the shim adds: the table lookup,
+// the two tick reads and the counters. The *_Syscall benchmarks do the same
+// around real write(2) calls on a loopback TCP connection, for context (there
+// the syscall dominates and run-to-run noise is larger than the overhead).
+#include <benchmark/benchmark.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "libtcpadvise/clock.h"
+#include "libtcpadvise/hooks.h"
+#include "libtcpadvise/real_libc.h"
+#include "libtcpadvise/socket_table.h"
+
+namespace tcpadvise {
+namespace {
+
+constexpr int kTrackedFd = 900;
+constexpr int kUntrackedFd = 901;
+
+__attribute__((noinline)) ssize_t StubWrite(int, const void*, size_t n) {
+  benchmark::ClobberMemory();
+  return static_cast<ssize_t>(n);
+}
+
+__attribute__((noinline)) ssize_t StubRead(int, void*, size_t n) {
+  benchmark::ClobberMemory();
+  return static_cast<ssize_t>(n);
+}
+
+struct StubbedShim {
+  StubbedShim() {
+    BindRealLibc();
+    g_table.Init();
+    real_write = g_real.write;
+    real_read = g_real.read;
+    SocketIdentity id;
+    id.role = Role::kClient;
+    g_table.Track(kTrackedFd, id);
+  }
+  ssize_t (*real_write)(int, const void*, size_t);
+  ssize_t (*real_read)(int, void*, size_t);
+};
+
+StubbedShim& Shim() {
+  static StubbedShim shim;
+  return shim;
+}
+
+// Stubbed swaps the libc pointers for stubs for the life of one benchmark.
+struct Stubbed {
+  Stubbed() {
+    Shim();
+    g_real.write = StubWrite;
+    g_real.read = StubRead;
+  }
+  ~Stubbed() {
+    g_real.write = Shim().real_write;
+    g_real.read = Shim().real_read;
+  }
+};
+
+char g_buf[64];
+
+void BM_Write_Stub_Direct(benchmark::State& state) {
+  Stubbed stubbed;
+  ssize_t (*volatile fn)(int, const void*, size_t) = StubWrite;
+  for (auto _ : state) benchmark::DoNotOptimize(fn(kTrackedFd, g_buf, 2));
+}
+BENCHMARK(BM_Write_Stub_Direct);
+
+void BM_Write_Stub_UntrackedFd(benchmark::State& state) {
+  Stubbed stubbed;
+  for (auto _ : state) benchmark::DoNotOptimize(hooks::Write(kUntrackedFd, g_buf, 2));
+}
+BENCHMARK(BM_Write_Stub_UntrackedFd);
+
+void BM_Write_Stub_TrackedSocket(benchmark::State& state) {
+  Stubbed stubbed;
+  for (auto _ : state) benchmark::DoNotOptimize(hooks::Write(kTrackedFd, g_buf, 2));
+}
+BENCHMARK(BM_Write_Stub_TrackedSocket);
+
+void BM_WriteRead_Stub_TrackedSocket(benchmark::State& state) {
+  // A burst of one write and a read: the read closes the burst and the turn.
+  Stubbed stubbed;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(hooks::Write(kTrackedFd, g_buf, 2));
+    benchmark::DoNotOptimize(hooks::Read(kTrackedFd, g_buf, 2));
+  }
+}
+BENCHMARK(BM_WriteRead_Stub_TrackedSocket);
+
+void BM_ReadTicks(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(ReadTicks());
+}
+BENCHMARK(BM_ReadTicks);
+
+void BM_ClockGettime(benchmark::State& state) {
+  timespec ts;
+  for (auto _ : state) {
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    benchmark::DoNotOptimize(ts);
+  }
+}
+BENCHMARK(BM_ClockGettime);
+
+// A loopback connection whose receiver drains everything on a thread.
+struct Loopback {
+  Loopback() {
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(lfd, 1);
+    socklen_t len = sizeof(addr);
+    getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+    writer = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(writer, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    connect(writer, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    reader = accept(lfd, nullptr, nullptr);
+    close(lfd);
+    pthread_create(&thread, nullptr, Drain, this);
+  }
+  ~Loopback() {
+    shutdown(writer, SHUT_WR);
+    pthread_join(thread, nullptr);
+    close(writer);
+    close(reader);
+  }
+  static void* Drain(void* self) {
+    char buf[65536];
+    while (read(static_cast<Loopback*>(self)->reader, buf, sizeof(buf)) > 0) {
+    }
+    return nullptr;
+  }
+  int writer, reader;
+  pthread_t thread;
+};
+
+void BM_Write_Syscall_Plain(benchmark::State& state) {
+  Shim();
+  Loopback lo;
+  for (auto _ : state) benchmark::DoNotOptimize(g_real.write(lo.writer, g_buf, 64));
+}
+BENCHMARK(BM_Write_Syscall_Plain)->MinTime(1.0);
+
+void BM_Write_Syscall_TrackedSocket(benchmark::State& state) {
+  Shim();
+  Loopback lo;
+  SocketIdentity id;
+  id.role = Role::kClient;
+  g_table.Track(lo.writer, id);
+  for (auto _ : state) benchmark::DoNotOptimize(hooks::Write(lo.writer, g_buf, 64));
+  g_table.Release(lo.writer);
+}
+BENCHMARK(BM_Write_Syscall_TrackedSocket)->MinTime(1.0);
+
+}  // namespace
+}  // namespace tcpadvise
+
+BENCHMARK_MAIN();
