@@ -139,6 +139,19 @@ void* ServeConnection(void* arg) {
   return nullptr;
 }
 
+volatile sig_atomic_t g_stop = 0;
+
+void OnStopSignal(int) { g_stop = 1; }
+
+// StopOnSignals makes SIGTERM and SIGINT interrupt accept (no SA_RESTART), so
+// that the server exits through exit() like a well-behaved daemon.
+void StopOnSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
 int RunServer(const Options& o) {
   int lfd = socket(AF_INET, SOCK_STREAM, 0);
   if (lfd < 0) Die("socket");
@@ -155,13 +168,15 @@ int RunServer(const Options& o) {
   printf("listening %d\n", ntohs(addr.sin_port));
   fflush(stdout);
   signal(SIGPIPE, SIG_IGN);
-  for (;;) {
+  StopOnSignals();
+  while (!g_stop) {
     int fd = accept(lfd, nullptr, nullptr);
     if (fd < 0) continue;
     pthread_t t;
     pthread_create(&t, nullptr, ServeConnection, new ServerConn{fd, &o});
     pthread_detach(t);
   }
+  return 0;
 }
 
 // ---- client ----

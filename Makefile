@@ -1,0 +1,48 @@
+# tcpadvise: `make demo` and `make test` are the two commands that matter;
+# both install what is missing first.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
+PYTEST ?= python3 -m pytest
+
+.PHONY: deps build install demo test test-cpp test-python test-asan bench clean
+
+deps:
+	scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j $(JOBS)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+demo: install
+	scripts/demo.sh $(BUILD)
+
+test: build test-cpp test-python test-asan
+
+test-cpp:
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-python:
+	TCPADVISE_BUILD=$(BUILD) $(PYTEST) -q tests/advisor tests/e2e
+
+# The shim and its unit tests built with AddressSanitizer and UBSan; the
+# end-to-end tests preload libasan ahead of the instrumented shim.
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DTCPADVISE_SANITIZE=ON -DTCPADVISE_BENCH=OFF
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
+	TCPADVISE_BUILD=$(ASAN_BUILD) TCPADVISE_PRELOAD_FIRST=$$(gcc -print-file-name=libasan.so) \
+	  ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  $(PYTEST) -q tests/e2e
+
+bench: build
+	$(BUILD)/bench/hooks_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+	  --benchmark_out=bench/results/hooks.json --benchmark_out_format=json
+	bench/observe_overhead.py --build $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

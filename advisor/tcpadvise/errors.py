@@ -1,0 +1,68 @@
+"""The one error hierarchy of tcpadvise.
+
+Every failure the user can cause or fix is a TcpadviseError. The CLI catches
+it once, prints ``tcpadvise: error: <message>`` on one line and exits with the
+error's exit_code; anything else escaping is a bug and keeps its traceback.
+"""
+
+
+class TcpadviseError(Exception):
+    """Base of every expected failure; the message is one line for the user."""
+
+    exit_code = 1
+
+
+class BadInputError(TcpadviseError):
+    """The traces or paths given cannot be used."""
+
+    exit_code = 2
+
+
+class MissingPathError(BadInputError):
+    """A path given does not exist."""
+
+
+class NoTracesError(BadInputError):
+    """No path was given, or the paths hold no trace nor record manifest."""
+
+
+class NotJsonError(BadInputError):
+    """A file is not JSON."""
+
+
+class NotATraceError(BadInputError):
+    """A JSON file is not a tcpadvise trace or record manifest."""
+
+
+class UnknownSchemaError(BadInputError):
+    """A tcpadvise file of a schema version this advisor does not know."""
+
+
+class InvalidTraceError(BadInputError):
+    """A tcpadvise file that fails validation against its schema."""
+
+
+class RecordError(TcpadviseError):
+    """tcpadvise record could not set up or save a run.
+
+    125, as env(1) and timeout(1) use, so that the tool's own failure is told
+    apart from the exit status of the command it passes through.
+    """
+
+    exit_code = 125
+
+
+class ShimNotFoundError(RecordError):
+    """libtcpadvise.so is in none of the places searched."""
+
+
+class CommandNotExecutableError(TcpadviseError):
+    """The command exists but cannot be run (126, as a shell says)."""
+
+    exit_code = 126
+
+
+class CommandNotFoundError(TcpadviseError):
+    """The command is not a file nor found on PATH (127, as a shell says)."""
+
+    exit_code = 127

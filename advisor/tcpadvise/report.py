@@ -1,0 +1,206 @@
+"""Turn loaded traces into the report: one summary item per socket, findings, warnings.
+
+The JSON form (`Report.to_json`, schema tcpadvise/schemas/report-1.schema.json):
+
+    {"schema": "tcpadvise.report/1",
+     "traces": [paths of the traces read],
+     "sockets": [socket item, ...],
+     "findings": [],
+     "warnings": [plain sentences]}
+
+A socket item is one entry of a trace's "sockets" (an open connection, or a
+group of closed ones with the same role, service port and peer address),
+summarised: counts as in the trace, percentiles instead of histograms (null
+when nothing was recorded), times in ns except turns in microseconds. See
+`socket_item` for the keys.
+
+Findings are left for a rulebook: it reads `Report.sockets` (and, if it needs
+the histograms, the trace dicts in the parallel `Report.raw_sockets`) and
+appends its findings to `Report.findings`; nothing else changes shape.
+"""
+
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from . import hist
+from .elfinfo import BinaryInfo, blind_spot
+from .traces import Inputs, Manifest, Trace
+
+REPORT_SCHEMA = "tcpadvise.report/1"
+_FIGURE_SECTIONS = ("writes", "bursts", "turns", "reads", "errors")
+
+
+@dataclass
+class Report:
+    """Everything `tcpadvise report` prints; raw_sockets[i] is the trace's dict behind sockets[i]."""
+
+    traces: list[Trace]
+    sockets: list[dict]
+    raw_sockets: list[dict]
+    findings: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "schema": REPORT_SCHEMA,
+            "traces": [str(trace.path) for trace in self.traces],
+            "sockets": self.sockets,
+            "findings": self.findings,
+            "warnings": self.warnings,
+        }
+
+    def total(self) -> dict | None:
+        """Figures of every socket taken together (as socket_figures gives), or None if none."""
+        if not self.raw_sockets:
+            return None
+        merged = merge_sockets(self.raw_sockets)
+        return {"connections": merged["connections"], **socket_figures(merged)}
+
+
+def build_report(inputs: Inputs) -> Report:
+    """The report on every socket of every trace in `inputs`, in trace order."""
+    entries = [(trace, socket) for trace in inputs.traces for socket in trace.data["sockets"]]
+    return Report(
+        traces=inputs.traces,
+        sockets=[socket_item(trace, socket) for trace, socket in entries],
+        raw_sockets=[socket for _, socket in entries],
+        warnings=report_warnings(inputs),
+    )
+
+
+def socket_item(trace: Trace, socket: dict) -> dict:
+    """The report's summary of one socket (or group) of a trace."""
+    return {
+        "program": trace.data["program"],
+        "pid": trace.data["pid"],
+        "kind": socket["kind"],
+        "connections": socket["connections"],
+        "open": socket["open"],
+        "role": socket["role"],
+        "family": socket["family"],
+        "local": socket["local"],
+        "peer": socket["peer"],
+        "service_port": socket.get("service_port"),
+        "options_set": socket["options_set"],
+        "options": socket["options"],
+        **socket_figures(socket),
+        "tcp_info": socket.get("tcp_info", {}),
+    }
+
+
+def socket_figures(socket: dict) -> dict:
+    """Counts and percentiles of a trace socket's writes, bursts, turns, reads and errors."""
+    writes, bursts, turns, reads = socket["writes"], socket["bursts"], socket["turns"], socket["reads"]
+    return {
+        "writes": {
+            "calls": writes["calls"],
+            "bytes": writes["bytes"],
+            "by_api": writes["by_api"],
+            "size_p50": _percentile(writes["size"], 0.5),
+            "size_p99": _percentile(writes["size"], 0.99),
+            "mean_size": _rounded(hist.mean(writes["size"])),
+            "iovcnt_p50": _percentile(writes["iovcnt"], 0.5),
+            "syscall_ns_p50": _percentile(writes["syscall_ns"], 0.5),
+            "syscall_ns_p99": _percentile(writes["syscall_ns"], 0.99),
+            "gap_ns_p50": _percentile(writes["gap_ns"], 0.5),
+        },
+        "bursts": {
+            "count": bursts["count"],
+            "writes_p50": _percentile(bursts["writes"], 0.5),
+            "writes_p99": _percentile(bursts["writes"], 0.99),
+            "bytes_p50": _percentile(bursts["bytes"], 0.5),
+            "bytes_p99": _percentile(bursts["bytes"], 0.99),
+        },
+        "turns": {
+            "count": turns["count"],
+            "p50_us": _microseconds(hist.percentile(turns["ns"], 0.5)),
+            "p99_us": _microseconds(hist.percentile(turns["ns"], 0.99)),
+        },
+        "reads": {
+            "calls": reads["calls"],
+            "bytes": reads["bytes"],
+            "by_api": reads["by_api"],
+            "size_p50": _percentile(reads["size"], 0.5),
+            "eof": reads["eof"],
+        },
+        "errors": socket["errors"],
+    }
+
+
+def merge_sockets(sockets: Iterable[dict]) -> dict:
+    """The connection count and figure sections of trace sockets added together.
+
+    Counts are summed, histograms merged, per-API and per-errno tables added key by key.
+    """
+    sockets = list(sockets)
+    merged = {section: _merge_values([socket[section] for socket in sockets]) for section in _FIGURE_SECTIONS}
+    merged["connections"] = sum(socket["connections"] for socket in sockets)
+    return merged
+
+
+def report_warnings(inputs: Inputs) -> list[str]:
+    """Plain sentences about what the figures cannot show or may get wrong."""
+    warnings = []
+    if inputs.stale:
+        warnings.append(
+            f"ignored {len(inputs.stale)} trace(s) written before the run in record.json started "
+            "(left over from an earlier run into the same directory)"
+        )
+    for trace in inputs.traces:
+        warnings.extend(_trace_warnings(trace))
+    if not any(trace.data["sockets"] for trace in inputs.traces):
+        if inputs.manifests:
+            warnings.extend(_silent_run_warning(manifest) for manifest in inputs.manifests)
+        else:
+            warnings.append("these traces hold no TCP socket: there is nothing to report on")
+    return warnings
+
+
+def _trace_warnings(trace: Trace) -> list[str]:
+    data = trace.data
+    process = f"{data['program']} (pid {data['pid']})"
+    warnings = [f"{process}: shim: {warning}" for warning in data["shim_warnings"]]
+    if not data["final"]:
+        warnings.append(
+            f"{process}: figures are from a periodic snapshot, not from its exit: "
+            f"it was still running or was killed when {trace.path} was last written"
+        )
+    if data.get("groups_dropped"):
+        warnings.append(
+            f"{process}: {data['groups_dropped']} closed connections went into an overflow group "
+            "because the shim's group table was full"
+        )
+    return warnings
+
+
+def _silent_run_warning(manifest: Manifest) -> str:
+    data = manifest.data
+    binary = BinaryInfo(path=data["binary"]["path"], static=data["binary"]["static"], go=data["binary"]["go"])
+    reason = blind_spot(binary) or "it made no TCP connection through libc"
+    return (
+        f"'{shlex.join(data['command'])}' ran (exit status {data['exit_status']}) "
+        f"but no TCP call was intercepted: {reason}"
+    )
+
+
+def _merge_values(values: list):
+    first = values[0]
+    if isinstance(first, dict) and "buckets" in first:
+        return hist.merge(values)
+    if isinstance(first, dict):
+        keys = dict.fromkeys(key for value in values for key in value)
+        return {key: _merge_values([value[key] for value in values if key in value]) for key in keys}
+    return sum(values)
+
+
+def _percentile(histogram: dict, fraction: float) -> float | None:
+    return _rounded(hist.percentile(histogram, fraction))
+
+
+def _microseconds(nanoseconds: float | None) -> float | None:
+    return None if nanoseconds is None else round(nanoseconds / 1000, 3)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

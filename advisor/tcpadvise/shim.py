@@ -1,0 +1,45 @@
+"""Locate libtcpadvise.so, the shim `tcpadvise record` preloads."""
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from .errors import ShimNotFoundError
+
+SHIM_ENV = "TCPADVISE_SHIM"
+SHIM_NAME = "libtcpadvise.so"
+
+# The package's source folder is <repo>/advisor/tcpadvise when installed editable.
+_SOURCE_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def shim_locations() -> list[Path]:
+    """Where the shim is looked for, in order, when $TCPADVISE_SHIM is not set."""
+    locations = []
+    if (_SOURCE_CHECKOUT / "advisor" / "pyproject.toml").is_file():
+        locations.append(_SOURCE_CHECKOUT / "build" / "preload" / SHIM_NAME)
+    for prefix in (Path(sys.prefix), Path("/usr/local")):
+        location = prefix / "lib" / "tcpadvise" / SHIM_NAME
+        if location not in locations:
+            locations.append(location)
+    return locations
+
+
+def find_shim(environ: Mapping[str, str] = os.environ, locations: list[Path] | None = None) -> Path:
+    """The shim to preload: $TCPADVISE_SHIM if set, else the first of `locations` that exists."""
+    configured = environ.get(SHIM_ENV)
+    if configured:
+        shim = Path(configured)
+        if not shim.is_file():
+            raise ShimNotFoundError(f"${SHIM_ENV} names {configured}, which is not a file")
+        return shim.resolve()
+    locations = shim_locations() if locations is None else locations
+    for location in locations:
+        if location.is_file():
+            return location
+    searched = ", ".join(str(location) for location in locations)
+    raise ShimNotFoundError(
+        f"{SHIM_NAME} not found (searched {searched}); build it with 'cmake --build build' "
+        f"or point ${SHIM_ENV} at it"
+    )

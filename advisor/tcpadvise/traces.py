@@ -1,0 +1,152 @@
+"""Find, load and validate the shim's traces and the record manifest.
+
+Inputs are files or directories. In a directory every non-hidden *.json file
+is read (the shim's temporary files start with '.', so a half-written trace is
+never picked up). A file is told apart by its "schema" field: a trace
+("tcpadvise.trace/N") or the manifest `tcpadvise record` writes
+("tcpadvise.record/N", named record.json).
+"""
+
+import functools
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+
+from .errors import (
+    BadInputError,
+    InvalidTraceError,
+    MissingPathError,
+    NotATraceError,
+    NotJsonError,
+    NoTracesError,
+    UnknownSchemaError,
+)
+
+TRACE_SCHEMA = "tcpadvise.trace/1"
+RECORD_SCHEMA = "tcpadvise.record/1"
+RECORD_FILE = "record.json"
+
+# Schema id -> file under tcpadvise/schemas/.
+KNOWN_SCHEMAS = {
+    TRACE_SCHEMA: "trace-1.schema.json",
+    RECORD_SCHEMA: "record-1.schema.json",
+}
+_INPUT_KINDS = ("tcpadvise.trace/", "tcpadvise.record/")
+_MESSAGE_LIMIT = 120
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One process's trace, validated against its schema."""
+
+    path: Path
+    data: dict
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The record.json `tcpadvise record` wrote beside the traces of one run."""
+
+    path: Path
+    data: dict
+
+
+@dataclass
+class Inputs:
+    """Everything found in the paths given.
+
+    stale holds traces found beside a manifest but written before that run
+    started: leftovers of an earlier run into the same directory, kept out of
+    traces so they do not mix with the run the manifest describes.
+    """
+
+    traces: list[Trace] = field(default_factory=list)
+    manifests: list[Manifest] = field(default_factory=list)
+    stale: list[Trace] = field(default_factory=list)
+
+
+def load_inputs(paths: Iterable[Path]) -> Inputs:
+    """Load and validate every trace and manifest in `paths` (files or directories)."""
+    documents = [load_file(path) for path in input_files(paths)]
+    inputs = Inputs(manifests=[document for document in documents if isinstance(document, Manifest)])
+    for trace in (document for document in documents if isinstance(document, Trace)):
+        predates_its_run = any(_predates(trace, manifest) for manifest in inputs.manifests)
+        (inputs.stale if predates_its_run else inputs.traces).append(trace)
+    return inputs
+
+
+def input_files(paths: Iterable[Path]) -> list[Path]:
+    """The JSON files named by `paths`, directories expanded, each file once."""
+    paths = list(paths)
+    if not paths:
+        raise NoTracesError(
+            "no trace given: name trace files or a directory of them, e.g. 'tcpadvise report tcpadvise-out'"
+        )
+    files: dict[Path, Path] = {}
+    for path in paths:
+        if path.is_dir():
+            found = sorted(
+                entry
+                for entry in path.iterdir()
+                if entry.suffix == ".json" and not entry.name.startswith(".") and entry.is_file()
+            )
+            if not found:
+                raise NoTracesError(
+                    f"{path}: no traces here (the shim writes <program>.<pid>.json, "
+                    f"'tcpadvise record' adds {RECORD_FILE})"
+                )
+        elif path.exists():
+            found = [path]
+        else:
+            raise MissingPathError(f"{path}: no such file or directory")
+        for file in found:
+            files.setdefault(file.resolve(), file)
+    return list(files.values())
+
+
+def load_file(path: Path) -> Trace | Manifest:
+    """Read one file and validate it against the schema it names."""
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as error:
+        raise BadInputError(f"{path}: cannot read ({error.strerror})") from None
+    except UnicodeDecodeError:
+        raise NotJsonError(f"{path}: not JSON (not UTF-8 text)") from None
+    except json.JSONDecodeError as error:
+        raise NotJsonError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
+    schema_id = data.get("schema") if isinstance(data, dict) else None
+    if not isinstance(schema_id, str) or not schema_id.startswith(_INPUT_KINDS):
+        raise NotATraceError(
+            f'{path}: not a tcpadvise trace (expected a JSON object with "schema": "{TRACE_SCHEMA}")'
+        )
+    if schema_id not in KNOWN_SCHEMAS:
+        raise UnknownSchemaError(
+            f"{path}: unknown schema version '{schema_id}'; this tcpadvise knows {', '.join(KNOWN_SCHEMAS)}"
+        )
+    error = jsonschema.exceptions.best_match(_validator(schema_id).iter_errors(data))
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "top level"
+        raise InvalidTraceError(f"{path}: invalid {schema_id} at {where}: {_shorten(error.message)}")
+    return Manifest(path, data) if schema_id == RECORD_SCHEMA else Trace(path, data)
+
+
+@functools.cache
+def _validator(schema_id: str) -> jsonschema.protocols.Validator:
+    schema_file = resources.files(__package__).joinpath("schemas", KNOWN_SCHEMAS[schema_id])
+    schema = json.loads(schema_file.read_text())
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def _predates(trace: Trace, manifest: Manifest) -> bool:
+    return (
+        trace.path.resolve().parent == manifest.path.resolve().parent
+        and trace.data["written_unix_ns"] < manifest.data["started_unix_ns"]
+    )
+
+
+def _shorten(message: str) -> str:
+    return message if len(message) <= _MESSAGE_LIMIT else message[: _MESSAGE_LIMIT - 3] + "..."

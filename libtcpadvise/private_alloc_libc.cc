@@ -1,0 +1,18 @@
+// PrivateAlloc on libc's heap, for the unit tests and benchmarks. Linked into
+// an executable, jemalloc's archive would replace the whole process's malloc
+// (and clash with the sanitizers'); the shim links private_alloc.cc instead,
+// where jemalloc's symbols stay hidden.
+#include <stdlib.h>
+#include <string.h>
+
+#include "private_alloc.h"
+
+namespace tcpadvise {
+
+void* PrivateAlloc(size_t size) { return calloc(1, size ? size : 1); }
+
+void* PrivateRealloc(void* p, size_t size) { return realloc(p, size ? size : 1); }
+
+void PrivateFree(void* p) { free(p); }
+
+}  // namespace tcpadvise

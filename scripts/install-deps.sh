@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what tcpadvise needs to build and test, and only what is missing:
+# Debian packages with apt-get (root), then the Python package in editable
+# mode with its test extra. Safe to run again.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ make binutils
+  libjemalloc-dev      # the shim's private heap (libjemalloc_pic.a)
+  libgtest-dev libgmock-dev
+  libbenchmark-dev     # bench/
+  iproute2 util-linux  # ip, taskset
+  python3 python3-pip
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: need root to install Debian packages: ${missing[*]}" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e "$(dirname "$0")/../advisor[test]"
