@@ -2,11 +2,12 @@
 # both install what is missing first.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 PYTEST ?= python3 -m pytest
 
-.PHONY: deps build install demo test test-cpp test-python test-asan bench clean
+.PHONY: deps build install demo test test-cpp test-python test-asan test-tsan bench clean
 
 deps:
 	scripts/install-deps.sh
@@ -21,7 +22,7 @@ install: build
 demo: install
 	scripts/demo.sh $(BUILD)
 
-test: build test-cpp test-python test-asan
+test: build test-cpp test-python test-asan test-tsan
 
 test-cpp:
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -39,10 +40,19 @@ test-asan: deps
 	  ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  $(PYTEST) -q tests/e2e
 
+# ThreadSanitizer where threads meet: the core's concurrency tests, and the
+# end-to-end cases with application threads, fork and the snapshot thread.
+test-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DTCPADVISE_TSAN=ON -DTCPADVISE_BENCH=OFF
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	cd $(TSAN_BUILD) && ctest --output-on-failure -j $(JOBS)
+	TCPADVISE_BUILD=$(TSAN_BUILD) TCPADVISE_PRELOAD_FIRST=$$(gcc -print-file-name=libtsan.so) \
+	  TSAN_OPTIONS=halt_on_error=1 $(PYTEST) -q tests/e2e -k "threads or fork or atomically or server_trace"
+
 bench: build
 	$(BUILD)/bench/hooks_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
 	  --benchmark_out=bench/results/hooks.json --benchmark_out_format=json
 	bench/observe_overhead.py --build $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -40,7 +40,7 @@ def shim_env(out_dir, interval=None, **extra):
 
 
 def assert_no_sanitizer_report(stderr):
-    assert "AddressSanitizer" not in stderr and "runtime error:" not in stderr, stderr
+    assert not any(report in stderr for report in ("AddressSanitizer", "ThreadSanitizer", "runtime error:")), stderr
 
 
 def run(cmd, env=None, timeout=120):
