@@ -171,7 +171,7 @@ def test_snapshots_are_replaced_atomically(tmp_path, server_factory):
     """A reader polling the trace while snapshots are rewritten every 10 ms
     always sees a whole document, and no temp file is left behind."""
     server = server_factory()
-    proc = subprocess.Popen([prog("burst"), "client", "--port", str(server.port), "--rounds", "400", "--nodelay"],
+    proc = subprocess.Popen([prog("burst"), "client", "--port", str(server.port), "--rounds", "3000", "--nodelay"],
                             env=shim_env(tmp_path, interval=0.01), stdout=subprocess.PIPE, text=True)
     path = tmp_path / f"burst.{proc.pid}.json"
     parsed = []
