@@ -111,8 +111,10 @@ def _block(identity: Cells, figures: Cells) -> Text:
 
 
 def _endpoint(endpoint: dict) -> str:
+    """addr:port, with * for the port a group leaves out (the ephemeral one)."""
     address = endpoint["addr"]
-    return f"[{address}]:{endpoint['port']}" if ":" in address else f"{address}:{endpoint['port']}"
+    port = endpoint["port"] or "*"
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
 def _bytes(count: float | None) -> str:
