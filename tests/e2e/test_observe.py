@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conftest import client_json, holds_only, load_traces, prog, run, shim_env, shim_path, sockets, wait_for
+from testlib import client_json, holds_only, load_traces, prog, run, shim_env, shim_path, sockets, wait_for
 
 ROUNDS, WRITES, SIZE = 20, 15, 2
 

@@ -1,4 +1,4 @@
-"""Fixtures for end-to-end tests: the built shim, the project's own programs,
+"""Shared by the test suites: the built shim, the project's own programs,
 and a way to run them under the shim and read back their traces.
 
 TCPADVISE_BUILD names the build directory (default: build/ at the repo
@@ -11,9 +11,8 @@ import subprocess
 import time
 
 import jsonschema
-import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("TCPADVISE_BUILD", REPO / "build"))
 SCHEMA = json.loads((REPO / "advisor/tcpadvise/schemas/trace-1.schema.json").read_text())
 
@@ -85,8 +84,7 @@ class Server:
         assert_no_sanitizer_report(err)
 
 
-@pytest.fixture
-def server_factory():
+def burst_server_factory():
     servers = []
 
     def start(*args, env=None):
@@ -94,9 +92,7 @@ def server_factory():
         servers.append(server)
         return server
 
-    yield start
-    for s in servers:
-        s.stop()
+    return start, lambda: [s.stop() for s in servers]
 
 
 def client_json(result):
