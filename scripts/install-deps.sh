@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ make binutils
   libjemalloc-dev      # the shim's private heap (libjemalloc_pic.a)
+  libyaml-cpp-dev      # the policy config parser
   libgtest-dev libgmock-dev
   libbenchmark-dev     # bench/
   iproute2 util-linux  # ip, taskset

@@ -1,0 +1,100 @@
+// Config: the policy rules of docs/policy-config.md as plain data. The YAML
+// is parsed by config_yaml.cc, built into libtcpadvise_config.so, which the
+// shim loads only when TCPADVISE_CONFIG is set (yaml-cpp needs libstdc++ and
+// exceptions, which the shim itself does without); the result crosses that
+// boundary as this plain struct.
+#ifndef TCPADVISE_CONFIG_H_
+#define TCPADVISE_CONFIG_H_
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+namespace tcpadvise {
+
+// kMaxRules bounds a config; kMaxNameLength bounds names and globs.
+constexpr int kMaxRules = 64;
+constexpr int kMaxNameLength = 128;
+constexpr int kDefaultCorkDelayUs = 5000;
+constexpr int kMaxCorkDelayUs = 100000;
+constexpr int kDefaultCoalesceDelayUs = 200;
+
+// PolicySettings is what a rule applies to its sockets.
+struct PolicySettings {
+  bool nodelay = false;
+  bool quickack = false;
+  bool cork = false;
+  uint32_t cork_delay_us = kDefaultCorkDelayUs;
+  bool coalesce = false;
+  uint32_t coalesce_max_bytes = 0;  // 0: one MSS of the socket
+  uint32_t coalesce_delay_us = kDefaultCoalesceDelayUs;
+  int32_t sndbuf = 0;  // 0: leave alone
+  int32_t rcvbuf = 0;
+
+  // PolicySettings::Active tells whether the policy does anything at all.
+  bool Active() const { return nodelay || quickack || cork || coalesce || sndbuf || rcvbuf; }
+};
+
+// PortRange matches ports in [low, high]; an unset range matches all.
+struct PortRange {
+  bool set = false;
+  uint16_t low = 0;
+  uint16_t high = 0;
+};
+
+// PolicyMatch holds the conditions of one rule; unset ones match anything.
+struct PolicyMatch {
+  char program[kMaxNameLength] = "";  // fnmatch glob; empty: any
+  uint8_t role = 0;                   // 0 any, 1 client, 2 server
+  PortRange local_port;
+  PortRange peer_port;
+  bool peer_set = false;
+  sa_family_t peer_family = 0;
+  uint8_t peer_prefix_bits = 0;
+  unsigned char peer_addr[16] = {};
+};
+
+// PolicyRule is one entry of the ordered rule list.
+struct PolicyRule {
+  char name[kMaxNameLength] = "";
+  PolicyMatch match;
+  PolicySettings settings;
+};
+
+// PolicyConfig is a whole parsed file.
+struct PolicyConfig {
+  int rule_count = 0;
+  PolicyRule rules[kMaxRules];
+  char output_dir[1024] = "";  // empty: not given
+  double output_interval_s = -1;  // negative: not given
+};
+
+// MatchInput describes a socket at the moment its policy is chosen.
+struct MatchInput {
+  const char* program = "";
+  uint8_t role = 0;  // 1 client, 2 server
+  uint16_t local_port = 0;
+  const sockaddr* peer = nullptr;  // IPv4 or IPv6
+};
+
+// MatchRule returns the index of the first rule matching the socket, or -1.
+int MatchRule(const PolicyConfig& config, const MatchInput& socket);
+
+// ParsePeerPrefix reads "addr" or "addr/bits" (IPv4 or IPv6) into match;
+// false when it is neither.
+bool ParsePeerPrefix(const char* text, PolicyMatch* match);
+
+// SetBuiltinPolicy fills settings for observe, nodelay, cork or coalesce;
+// false for any other name.
+bool SetBuiltinPolicy(const char* name, PolicySettings* settings);
+
+// The C entry point of libtcpadvise_config.so: parses the file at path into
+// *config; returns the number of errors, each written to errors as one line
+// "LINE:COLUMN: message" (1-based), truncated to errors_size.
+extern "C" typedef int (*LoadConfigFn)(const char* path, PolicyConfig* config, char* errors, size_t errors_size);
+constexpr const char kLoadConfigSymbol[] = "tcpadvise_load_config";
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_CONFIG_H_

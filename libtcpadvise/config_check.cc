@@ -1,0 +1,41 @@
+// tcpadvise-config-check FILE: checks a policy config with the very parser
+// the shim uses. Prints "FILE:LINE:COLUMN: message" per mistake and exits 2,
+// or a one-line summary of the rules and exits 0. `tcpadvise config check`
+// runs it.
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+
+extern "C" int tcpadvise_load_config(const char* path, tcpadvise::PolicyConfig* config, char* errors,
+                                     size_t errors_size);
+
+static void Describe(const tcpadvise::PolicySettings& s, char* out, size_t size) {
+  snprintf(out, size, "%s%s%s%s%s%s", s.nodelay ? " nodelay" : "", s.cork ? " cork" : "",
+           s.coalesce ? " coalesce" : "", s.quickack ? " quickack" : "", s.sndbuf ? " sndbuf" : "",
+           s.rcvbuf ? " rcvbuf" : "");
+  if (out[0] == '\0') snprintf(out, size, " observe");
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: tcpadvise-config-check FILE\n");
+    return 2;
+  }
+  static tcpadvise::PolicyConfig config;
+  static char errors[65536];
+  const int count = tcpadvise_load_config(argv[1], &config, errors, sizeof(errors));
+  if (count > 0) {
+    for (char* line = strtok(errors, "\n"); line != nullptr; line = strtok(nullptr, "\n")) {
+      printf("%s:%s\n", argv[1], line);
+    }
+    return 2;
+  }
+  printf("%s: %d rule%s\n", argv[1], config.rule_count, config.rule_count == 1 ? "" : "s");
+  for (int i = 0; i < config.rule_count; ++i) {
+    char policy[128];
+    Describe(config.rules[i].settings, policy, sizeof(policy));
+    printf("  %d. %s:%s\n", i + 1, config.rules[i].name, policy);
+  }
+  return 0;
+}
