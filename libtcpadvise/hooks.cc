@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "errno_saver.h"
+#include "policy.h"
 #include "real_libc.h"
 #include "runtime.h"
 #include "socket_table.h"
@@ -30,10 +31,34 @@ inline ssize_t TrackedWrite(SocketState* s, WriteApi api, uint64_t iovcnt, Call 
   return result;
 }
 
+// Thunk lets policy.cc run a hook's original call without templates.
+template <typename Call>
+ssize_t Thunk(void* call) {
+  return (*static_cast<Call*>(call))();
+}
+
+// Written runs a write-family call on a tracked socket: through the policy
+// when one takes the socket's writes, else straight to libc; recorded either
+// way as the application saw it.
+template <typename Call>
+inline ssize_t Written(SocketState* s, int fd, WriteApi api, uint64_t iovcnt, const iovec* data, int data_count,
+                       int flags, bool special, Call call) {
+  if (__builtin_expect(s->stats.policy == nullptr, 1)) return TrackedWrite(s, api, iovcnt, call);
+  return TrackedWrite(s, api, iovcnt,
+                      [&] { return PolicyWrite(s, fd, data, data_count, flags, special, Thunk<Call>, &call); });
+}
+
+// kOrdinaryFlags are the send flags a policy can hold bytes under; any other
+// flag (MSG_MORE, MSG_OOB, MSG_ZEROCOPY...) changes how these very bytes are
+// sent, so the call passes through after what is held.
+constexpr int kOrdinaryFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
+
 // TrackedRead runs one read-family call on a tracked socket and records it.
 template <typename Call>
-inline ssize_t TrackedRead(SocketState* s, ReadApi api, int flags, Call call) {
+inline ssize_t TrackedRead(SocketState* s, int fd, ReadApi api, int flags, Call call) {
+  if (__builtin_expect(AnyHeld(), 0)) ReleaseAll(FlushCause::kRead, true);
   const ssize_t result = call();
+  if (__builtin_expect(g_policy_config != nullptr, 0)) AfterReadPolicy(s, fd);
   s->OnRead(api, result, result < 0 ? errno : 0, (flags & MSG_PEEK) != 0);
   // A program that only reads still gets its snapshots: every 256th read looks at the clock.
   if (__builtin_expect((s->stats.read_calls.Get() & 255) == 0, 0)) MaybeSnapshot(ReadTicks());
@@ -93,6 +118,9 @@ int AfterAccept(int listen_fd, int fd, int flags) {
     TrackNew(listen_fd, Identify(listen_fd, Role::kListener), false);
   }
   TrackNew(fd, Identify(fd, Role::kServer), (flags & SOCK_NONBLOCK) != 0);
+  if (g_policy_config != nullptr) {
+    UpdateTracked(fd, [fd](SocketState* s) { AttachPolicy(fd, s, reinterpret_cast<const sockaddr*>(&s->id.peer)); });
+  }
   return fd;
 }
 
@@ -104,6 +132,19 @@ bool AppOptionOf(int level, int name, AppOption* option) {
   else if (level == SOL_SOCKET && name == SO_RCVBUF) *option = AppOption::kRcvbuf;
   else return false;
   return true;
+}
+
+// NoteConflict records an application setting that overrides its policy's.
+void NoteConflict(SocketState* s, AppOption option) {
+  if (s->id.rule < 0 || g_policy_config == nullptr) return;
+  const PolicySettings& p = g_policy_config->rules[s->id.rule].settings;
+  uint64_t bit = 0;
+  if (option == AppOption::kNodelay && p.nodelay) bit = kConflictNodelay;
+  if (option == AppOption::kCork && (p.cork || p.coalesce)) bit = kConflictCork;
+  if (option == AppOption::kSndbuf && p.sndbuf) bit = kConflictSndbuf;
+  if (option == AppOption::kRcvbuf && p.rcvbuf) bit = kConflictRcvbuf;
+  Counter& conflicts = s->stats.policy_counters.conflicts;
+  conflicts.Set(conflicts.Get() | bit);
 }
 
 uint64_t MessageBytes(const struct mmsghdr* msgs, int count) {
@@ -126,9 +167,11 @@ int AfterDup(int old_fd, int new_fd) {
 // DupOnto wraps dup2 and dup3, which silently close what new_fd held.
 template <typename Call>
 int DupOnto(int old_fd, int new_fd, Call call) {
-  const bool replaces_tracked = old_fd != new_fd && g_table.Lookup(new_fd) != nullptr;
+  SocketState* replaced = old_fd != new_fd ? g_table.Lookup(new_fd) : nullptr;
+  const bool replaces_tracked = replaced != nullptr;
   if (replaces_tracked) {
     ErrnoSaver errno_saver;
+    if (replaced->stats.policy != nullptr) ReleaseSocket(replaced, new_fd, FlushCause::kDup2);
     g_table.CaptureKernelState(new_fd);
   }
   const int result = call();
@@ -156,40 +199,50 @@ int FcntlCommon(int fd, int cmd, int result, unsigned long arg) {
 ssize_t Write(int fd, const void* buf, size_t n) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.write)(fd, buf, n);
-  return TrackedWrite(s, WriteApi::kWrite, kScalarWrite, [&] { return g_real.write(fd, buf, n); });
+  const iovec data = {const_cast<void*>(buf), n};
+  return Written(s, fd, WriteApi::kWrite, kScalarWrite, &data, 1, 0, false, [&] { return g_real.write(fd, buf, n); });
 }
 
 ssize_t Writev(int fd, const struct iovec* iov, int iovcnt) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.writev)(fd, iov, iovcnt);
-  return TrackedWrite(s, WriteApi::kWritev, static_cast<uint64_t>(iovcnt < 0 ? 0 : iovcnt),
-                      [&] { return g_real.writev(fd, iov, iovcnt); });
+  return Written(s, fd, WriteApi::kWritev, static_cast<uint64_t>(iovcnt < 0 ? 0 : iovcnt), iov, iovcnt, 0, false,
+                 [&] { return g_real.writev(fd, iov, iovcnt); });
 }
 
 ssize_t Send(int fd, const void* buf, size_t n, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.send)(fd, buf, n, flags);
-  return TrackedWrite(s, WriteApi::kSend, kScalarWrite, [&] { return g_real.send(fd, buf, n, flags); });
+  const iovec data = {const_cast<void*>(buf), n};
+  return Written(s, fd, WriteApi::kSend, kScalarWrite, &data, 1, flags, (flags & ~kOrdinaryFlags) != 0,
+                 [&] { return g_real.send(fd, buf, n, flags); });
 }
 
 ssize_t Sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t addrlen) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendto)(fd, buf, n, flags, addr, addrlen);
-  return TrackedWrite(s, WriteApi::kSendto, kScalarWrite, [&] { return g_real.sendto(fd, buf, n, flags, addr, addrlen); });
+  const iovec data = {const_cast<void*>(buf), n};
+  return Written(s, fd, WriteApi::kSendto, kScalarWrite, &data, 1, flags,
+                 (flags & ~kOrdinaryFlags) != 0 || addr != nullptr,
+                 [&] { return g_real.sendto(fd, buf, n, flags, addr, addrlen); });
 }
 
 ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendmsg)(fd, msg, flags);
   const uint64_t iovcnt = msg != nullptr ? msg->msg_iovlen : 0;
-  return TrackedWrite(s, WriteApi::kSendmsg, iovcnt, [&] { return g_real.sendmsg(fd, msg, flags); });
+  const bool special = msg == nullptr || msg->msg_name != nullptr || msg->msg_controllen != 0 ||
+                       (flags & ~kOrdinaryFlags) != 0;
+  return Written(s, fd, WriteApi::kSendmsg, iovcnt, msg ? msg->msg_iov : nullptr,
+                 msg ? static_cast<int>(msg->msg_iovlen) : 0, flags, special,
+                 [&] { return g_real.sendmsg(fd, msg, flags); });
 }
 
 int Sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendmmsg)(fd, msgs, vlen, flags);
   int sent = 0;
-  TrackedWrite(s, WriteApi::kSendmmsg, vlen, [&]() -> ssize_t {
+  Written(s, fd, WriteApi::kSendmmsg, vlen, nullptr, 0, flags, true, [&]() -> ssize_t {
     sent = g_real.sendmmsg(fd, msgs, vlen, flags);
     return sent < 0 ? -1 : static_cast<ssize_t>(MessageBytes(msgs, sent));
   });
@@ -199,50 +252,52 @@ int Sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
 ssize_t Sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
   SocketState* s = g_table.Lookup(out_fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendfile)(out_fd, in_fd, offset, count);
-  return TrackedWrite(s, WriteApi::kSendfile, kScalarWrite, [&] { return g_real.sendfile(out_fd, in_fd, offset, count); });
+  return Written(s, out_fd, WriteApi::kSendfile, kScalarWrite, nullptr, 0, 0, true,
+                 [&] { return g_real.sendfile(out_fd, in_fd, offset, count); });
 }
 
 ssize_t Sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) {
   SocketState* s = g_table.Lookup(out_fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendfile64)(out_fd, in_fd, offset, count);
-  return TrackedWrite(s, WriteApi::kSendfile, kScalarWrite, [&] { return g_real.sendfile64(out_fd, in_fd, offset, count); });
+  return Written(s, out_fd, WriteApi::kSendfile, kScalarWrite, nullptr, 0, 0, true,
+                 [&] { return g_real.sendfile64(out_fd, in_fd, offset, count); });
 }
 
 ssize_t Read(int fd, void* buf, size_t n) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.read)(fd, buf, n);
-  return TrackedRead(s, ReadApi::kRead, 0, [&] { return g_real.read(fd, buf, n); });
+  return TrackedRead(s, fd, ReadApi::kRead, 0, [&] { return g_real.read(fd, buf, n); });
 }
 
 ssize_t Readv(int fd, const struct iovec* iov, int iovcnt) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.readv)(fd, iov, iovcnt);
-  return TrackedRead(s, ReadApi::kReadv, 0, [&] { return g_real.readv(fd, iov, iovcnt); });
+  return TrackedRead(s, fd, ReadApi::kReadv, 0, [&] { return g_real.readv(fd, iov, iovcnt); });
 }
 
 ssize_t Recv(int fd, void* buf, size_t n, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recv)(fd, buf, n, flags);
-  return TrackedRead(s, ReadApi::kRecv, flags, [&] { return g_real.recv(fd, buf, n, flags); });
+  return TrackedRead(s, fd, ReadApi::kRecv, flags, [&] { return g_real.recv(fd, buf, n, flags); });
 }
 
 ssize_t Recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* addrlen) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recvfrom)(fd, buf, n, flags, addr, addrlen);
-  return TrackedRead(s, ReadApi::kRecvfrom, flags, [&] { return g_real.recvfrom(fd, buf, n, flags, addr, addrlen); });
+  return TrackedRead(s, fd, ReadApi::kRecvfrom, flags, [&] { return g_real.recvfrom(fd, buf, n, flags, addr, addrlen); });
 }
 
 ssize_t Recvmsg(int fd, struct msghdr* msg, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recvmsg)(fd, msg, flags);
-  return TrackedRead(s, ReadApi::kRecvmsg, flags, [&] { return g_real.recvmsg(fd, msg, flags); });
+  return TrackedRead(s, fd, ReadApi::kRecvmsg, flags, [&] { return g_real.recvmsg(fd, msg, flags); });
 }
 
 int Recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct timespec* timeout) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recvmmsg)(fd, msgs, vlen, flags, timeout);
   int received = 0;
-  TrackedRead(s, ReadApi::kRecvmmsg, flags, [&]() -> ssize_t {
+  TrackedRead(s, fd, ReadApi::kRecvmmsg, flags, [&]() -> ssize_t {
     received = g_real.recvmmsg(fd, msgs, vlen, flags, timeout);
     return received < 0 ? -1 : static_cast<ssize_t>(MessageBytes(msgs, received));
   });
@@ -252,19 +307,19 @@ int Recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct 
 ssize_t ReadChk(int fd, void* buf, size_t n, size_t buflen) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.read_chk)(fd, buf, n, buflen);
-  return TrackedRead(s, ReadApi::kRead, 0, [&] { return g_real.read_chk(fd, buf, n, buflen); });
+  return TrackedRead(s, fd, ReadApi::kRead, 0, [&] { return g_real.read_chk(fd, buf, n, buflen); });
 }
 
 ssize_t RecvChk(int fd, void* buf, size_t n, size_t buflen, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recv_chk)(fd, buf, n, buflen, flags);
-  return TrackedRead(s, ReadApi::kRecv, flags, [&] { return g_real.recv_chk(fd, buf, n, buflen, flags); });
+  return TrackedRead(s, fd, ReadApi::kRecv, flags, [&] { return g_real.recv_chk(fd, buf, n, buflen, flags); });
 }
 
 ssize_t RecvfromChk(int fd, void* buf, size_t n, size_t buflen, int flags, struct sockaddr* addr, socklen_t* addrlen) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recvfrom_chk)(fd, buf, n, buflen, flags, addr, addrlen);
-  return TrackedRead(s, ReadApi::kRecvfrom, flags,
+  return TrackedRead(s, fd, ReadApi::kRecvfrom, flags,
                      [&] { return g_real.recvfrom_chk(fd, buf, n, buflen, flags, addr, addrlen); });
 }
 
@@ -290,11 +345,22 @@ int Accept4(int fd, struct sockaddr* addr, socklen_t* addrlen, int flags) {
 }
 
 int Connect(int fd, const struct sockaddr* addr, socklen_t addrlen) {
+  if (g_policy_config != nullptr && addr != nullptr && g_table.Lookup(fd) != nullptr) {
+    // Before the SYN, so that buffer sizes shape the window it announces.
+    UpdateTracked(fd, [fd, addr](SocketState* s) {
+      s->id.role = Role::kClient;
+      socklen_t len = sizeof(s->id.local);
+      getsockname(fd, reinterpret_cast<sockaddr*>(&s->id.local), &len);
+      AttachPolicy(fd, s, addr);
+    });
+  }
   const int result = Real(g_real.connect)(fd, addr, addrlen);
   if ((result == 0 || errno == EINPROGRESS) && g_table.Lookup(fd) != nullptr) {
     UpdateTracked(fd, [fd, addr, addrlen](SocketState* s) {
       const sa_family_t family = s->id.local.ss_family;
+      const int16_t rule = s->id.rule;
       s->id = Identify(fd, Role::kClient);
+      s->id.rule = rule;
       if (s->id.peer.ss_family == 0 && addr != nullptr) {
         // A non-blocking connect still in progress has no peer name yet.
         memcpy(&s->id.peer, addr, addrlen < sizeof(s->id.peer) ? addrlen : sizeof(s->id.peer));
@@ -314,9 +380,11 @@ int Listen(int fd, int backlog) {
 }
 
 int Close(int fd) {
-  if (g_table.Lookup(fd) == nullptr) return Real(g_real.close)(fd);
+  SocketState* s = g_table.Lookup(fd);
+  if (s == nullptr) return Real(g_real.close)(fd);
   {
     ErrnoSaver errno_saver;
+    if (s->stats.policy != nullptr) ReleaseSocket(s, fd, FlushCause::kClose);
     g_table.Release(fd);
   }
   const int result = g_real.close(fd);
@@ -333,7 +401,11 @@ int CloseRange(unsigned int first, unsigned int last, int flags) {
   return Real(g_real.close_range)(first, last, flags);
 }
 
-int Shutdown(int fd, int how) { return Real(g_real.shutdown)(fd, how); }
+int Shutdown(int fd, int how) {
+  SocketState* s = g_table.Lookup(fd);
+  if (s != nullptr && s->stats.policy != nullptr) ReleaseSocket(s, fd, FlushCause::kShutdown);
+  return Real(g_real.shutdown)(fd, how);
+}
 
 int Dup(int fd) { return AfterDup(fd, Real(g_real.dup)(fd)); }
 
@@ -360,34 +432,58 @@ int Setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
       g_table.Lookup(fd) != nullptr) {
     int32_t v;
     memcpy(&v, value, sizeof(v));
-    UpdateTracked(fd, [option, v](SocketState* s) { s->SetAppOption(option, v); });
+    UpdateTracked(fd, [option, v](SocketState* s) {
+      s->SetAppOption(option, v);
+      NoteConflict(s, option);
+    });
+    if (option == AppOption::kCork) {
+      ErrnoSaver errno_saver;
+      OnApplicationCork(g_table.Lookup(fd), fd);
+    }
   }
   return result;
 }
 
-// The wait calls pass straight through in observe mode; policies that hold
-// data until the application waits hook in here.
-int Poll(struct pollfd* fds, nfds_t nfds, int timeout) { return Real(g_real.poll)(fds, nfds, timeout); }
+// A wait is where the application expects its writes to be on the way: a
+// policy lets go of everything it holds first. With nothing held the cost is
+// one load.
+inline void BeforeWait() {
+  if (__builtin_expect(AnyHeld(), 0)) ReleaseAll(FlushCause::kWait, true);
+}
+
+int Poll(struct pollfd* fds, nfds_t nfds, int timeout) {
+  BeforeWait();
+  return Real(g_real.poll)(fds, nfds, timeout);
+}
 
 int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout, const sigset_t* mask) {
+  BeforeWait();
   return Real(g_real.ppoll)(fds, nfds, timeout, mask);
 }
 
 int Select(int nfds, fd_set* r, fd_set* w, fd_set* e, struct timeval* timeout) {
+  BeforeWait();
   return Real(g_real.select)(nfds, r, w, e, timeout);
 }
 
 int Pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const struct timespec* timeout, const sigset_t* mask) {
+  BeforeWait();
   return Real(g_real.pselect)(nfds, r, w, e, timeout, mask);
 }
 
 int EpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout) {
+  BeforeWait();
   return Real(g_real.epoll_wait)(epfd, events, maxevents, timeout);
 }
 
 int EpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask) {
+  BeforeWait();
   return Real(g_real.epoll_pwait)(epfd, events, maxevents, timeout, mask);
 }
+
+void BeforeExec() { ReleaseAll(FlushCause::kExec, true); }
+
+void BeforeExit() { ReleaseAll(FlushCause::kExit, true); }
 
 }  // namespace hooks
 }  // namespace tcpadvise

@@ -57,6 +57,11 @@ int Pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const struct timespec* ti
 int EpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout);
 int EpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask);
 
+// BeforeExec and BeforeExit send what policies hold before the process image
+// is replaced (exec family, posix_spawn, system, popen) or ends (_exit).
+void BeforeExec();
+void BeforeExit();
+
 }  // namespace hooks
 }  // namespace tcpadvise
 

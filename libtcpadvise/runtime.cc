@@ -10,6 +10,7 @@
 
 #include <atomic>
 
+#include "policy.h"
 #include "raw_log.h"
 #include "real_libc.h"
 #include "socket_table.h"
@@ -62,6 +63,8 @@ bool StartSnapshotThread() {
 }
 
 void BeforeFork() {
+  // The child must not send what the parent holds: it all goes out now.
+  ReleaseAll(FlushCause::kFork, true);
   LockTraceWriter();
   g_table.Lock();
 }
@@ -72,6 +75,7 @@ void AfterForkInParent() {
 }
 
 void AfterForkInChild() {
+  DropHeldInChild();
   g_table.ResetInChild();
   ResetTraceWriterInChild();
   g_runtime.start_unix_ns = RealtimeNs();
@@ -106,6 +110,21 @@ Settings ParseSettings(const char* out_dir, const char* interval, const char** w
   return s;
 }
 
+// ApplyConfigOutput takes the config's output settings where the environment
+// gave none.
+static void ApplyConfigOutput() {
+  if (g_policy_config == nullptr) return;
+  const char* env_dir = secure_getenv("TCPADVISE_OUT");
+  const char* env_interval = secure_getenv("TCPADVISE_INTERVAL");
+  if ((env_dir == nullptr || env_dir[0] == '\0') && g_policy_config->output_dir[0] != '\0' &&
+      strlen(g_policy_config->output_dir) < sizeof(g_runtime.settings.out_dir)) {
+    strcpy(g_runtime.settings.out_dir, g_policy_config->output_dir);
+  }
+  if ((env_interval == nullptr || env_interval[0] == '\0') && g_policy_config->output_interval_s >= 0) {
+    g_runtime.settings.interval_s = g_policy_config->output_interval_s;
+  }
+}
+
 void RuntimeStart() {
   BindRealLibc();
   if (getauxval(AT_SECURE) != 0) return;  // setuid and the like: stay inert
@@ -118,12 +137,18 @@ void RuntimeStart() {
     RawWarning("cannot set up the socket table; the program runs without tcpadvise");
     return;
   }
+  if (const char* config = secure_getenv("TCPADVISE_CONFIG"); config != nullptr && config[0] != '\0') {
+    LoadPolicyConfig(config);
+    ApplyConfigOutput();
+  }
   pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
   g_active.store(true, std::memory_order_release);
 }
 
 void RuntimeStop() {
-  if (g_active.load(std::memory_order_acquire)) WriteTrace(/*final=*/true);
+  if (!g_active.load(std::memory_order_acquire)) return;
+  ReleaseAll(FlushCause::kExit, true);
+  WriteTrace(/*final=*/true);
 }
 
 void OnSocketTracked() {

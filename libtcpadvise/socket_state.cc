@@ -14,6 +14,12 @@ const char* ReadApiName(ReadApi api) {
   return kNames[static_cast<int>(api)];
 }
 
+const char* FlushCauseName(FlushCause cause) {
+  static const char* const kNames[] = {"read", "wait",  "limit", "deadline", "close",      "shutdown",
+                                       "dup2", "fork",  "exec",  "exit",     "passthrough"};
+  return kNames[static_cast<int>(cause)];
+}
+
 const char* AppOptionName(AppOption option) {
   static const char* const kNames[] = {"TCP_NODELAY", "TCP_CORK", "TCP_QUICKACK", "SO_SNDBUF", "SO_RCVBUF"};
   return kNames[static_cast<int>(option)];
@@ -21,6 +27,32 @@ const char* AppOptionName(AppOption option) {
 
 static void AddCounters(Counter* to, const Counter* from, int n) {
   for (int i = 0; i < n; ++i) to[i].Add(from[i].Get());
+}
+
+static void ZeroCounters(Counter* c, int n);
+
+static void KeepMax(Counter& to, const Counter& from) {
+  if (from.Get() > to.Get()) to.Set(from.Get());
+}
+
+void PolicyCounters::MergeFrom(const PolicyCounters& o) {
+  AddCounters(flushes, o.flushes, static_cast<int>(FlushCause::kCount));
+  bytes_held.Add(o.bytes_held.Get());
+  KeepMax(max_bytes_held, o.max_bytes_held);
+  KeepMax(longest_hold_ticks, o.longest_hold_ticks);
+  corks.Add(o.corks.Get());
+  conflicts.Set(conflicts.Get() | o.conflicts.Get());
+  AddCounters(deferred_errors, o.deferred_errors, kErrnoSlots);
+}
+
+void PolicyCounters::Reset() {
+  ZeroCounters(flushes, static_cast<int>(FlushCause::kCount));
+  bytes_held.Set(0);
+  max_bytes_held.Set(0);
+  longest_hold_ticks.Set(0);
+  corks.Set(0);
+  conflicts.Set(0);
+  ZeroCounters(deferred_errors, kErrnoSlots);
 }
 
 void SocketStats::MergeFrom(const SocketStats& o) {
@@ -40,6 +72,7 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   read_eof.Add(o.read_eof.Get());
   read_size.MergeFrom(o.read_size);
   AddCounters(errors, o.errors, kErrnoSlots);
+  policy_counters.MergeFrom(o.policy_counters);
 }
 
 static void ZeroCounters(Counter* c, int n) {
@@ -67,6 +100,7 @@ void SocketStats::Reset() {
   read_eof.Set(0);
   read_size.Reset();
   ZeroCounters(errors, kErrnoSlots);
+  policy_counters.Reset();
 }
 
 static uint16_t PortOf(const sockaddr_storage& a) {
@@ -99,7 +133,7 @@ void SocketIdentity::ClearEphemeralPort() { SetPort(role == Role::kServer ? &pee
 uint16_t SocketIdentity::ServicePort() const { return role == Role::kServer ? PortOf(local) : PortOf(peer); }
 
 bool SocketIdentity::SameGroup(const SocketIdentity& other) const {
-  if (role != other.role || local.ss_family != other.local.ss_family || ServicePort() != other.ServicePort()) {
+  if (role != other.role || rule != other.rule || local.ss_family != other.local.ss_family || ServicePort() != other.ServicePort()) {
     return false;
   }
   size_t len_a, len_b;
@@ -112,6 +146,7 @@ uint64_t SocketIdentity::GroupHash() const {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   auto mix = [&h](uint64_t byte) { h = (h ^ byte) * 1099511628211ull; };
   mix(static_cast<uint64_t>(role));
+  mix(static_cast<uint64_t>(rule + 1));
   mix(local.ss_family);
   mix(ServicePort());
   size_t len;
@@ -129,6 +164,7 @@ void SocketState::CloseBurst() {
 
 void SocketState::ResetForReuse() {
   id = SocketIdentity();
+  stats.policy = nullptr;
   refs = 0;
   next_free = nullptr;
   connections = 0;

@@ -39,16 +39,46 @@ constexpr uint64_t kScalarWrite = ~uint64_t{0};
 // kErrnoSlots covers every Linux errno; larger values share slot 0.
 constexpr int kErrnoSlots = 134;
 
+// FlushCause says why a policy sent held bytes (coalesce) or uncorked (cork).
+enum class FlushCause : uint8_t {
+  kRead, kWait, kLimit, kDeadline, kClose, kShutdown, kDup2, kFork, kExec, kExit, kPassthrough, kCount
+};
+const char* FlushCauseName(FlushCause cause);
+
+// Conflict bits: the application set an option a policy also sets.
+constexpr uint64_t kConflictNodelay = 1u << 0;
+constexpr uint64_t kConflictCork = 1u << 1;
+constexpr uint64_t kConflictSndbuf = 1u << 2;
+constexpr uint64_t kConflictRcvbuf = 1u << 3;
+
+// PolicyCounters are what a policy did on a socket or a group.
+struct PolicyCounters {
+  Counter flushes[static_cast<int>(FlushCause::kCount)];
+  Counter bytes_held;
+  Counter max_bytes_held;
+  Counter longest_hold_ticks;
+  Counter corks;
+  Counter conflicts;  // kConflict* bits
+  Counter deferred_errors[kErrnoSlots];
+
+  void MergeFrom(const PolicyCounters& other);
+  void Reset();
+};
+
+struct PolicyState;
+
 // SocketStats are the statistics of a socket or a group, laid out so that a
 // call touches few cache lines: the counters every call bumps share the first
 // line, each histogram record is one bucket, and the per-API counts sit
 // together. The burst and turn state of a live socket rides in the hot line
 // too; merging and resetting leave it to SocketState.
 struct alignas(64) SocketStats {
-  // The hot line.
+  // The hot line. policy is not a statistic: it rides here so that the write
+  // path learns whether a policy takes the call without touching another line;
+  // it is set while a cork or coalesce policy runs on the socket.
+  PolicyState* policy = nullptr;
   Counter write_calls;
   Counter write_bytes;
-  Counter read_calls;
   Counter read_bytes;
   Counter burst_open_writes;  // writes since the last read
   Counter burst_open_bytes;
@@ -56,6 +86,7 @@ struct alignas(64) SocketStats {
   Counter turn_pending;       // 1 between a burst's first write and the reply
 
   alignas(64) Counter write_by_api[static_cast<int>(WriteApi::kCount)];
+  Counter read_calls;
   Counter read_by_api[static_cast<int>(ReadApi::kCount)];
   Counter read_eof;
   BytesHistogram write_size;
@@ -69,6 +100,7 @@ struct alignas(64) SocketStats {
   TicksHistogram turn_ticks;
   BytesHistogram read_size;
   Counter errors[kErrnoSlots];
+  PolicyCounters policy_counters;
 
   // SocketStats::MergeFrom adds another socket's statistics to these.
   void MergeFrom(const SocketStats& other);
@@ -81,6 +113,9 @@ struct alignas(64) SocketStats {
 // SocketIdentity is what the group key and the trace need to name a socket.
 struct SocketIdentity {
   Role role = Role::kUnknown;
+  // The policy rule that matched (index into the config), -1 for none:
+  // sockets under different rules never share a group.
+  int16_t rule = -1;
   sockaddr_storage local{};
   sockaddr_storage peer{};
 
@@ -106,6 +141,9 @@ struct SocketState {
   SocketState* next_free = nullptr;
   // Connections folded into a group; 1 for a live socket.
   uint64_t connections = 0;
+  // The policy's run-time state (buffer, lock), allocated the first time the
+  // entry carries a cork or coalesce policy and kept with the entry after.
+  PolicyState* policy_state = nullptr;
   // Set in a fork child for the sockets it inherited: those appear in the
   // child's trace only once the child uses them.
   bool inherited = false;

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include "policy.h"
 #include "private_alloc.h"
 
 namespace tcpadvise {
@@ -109,7 +110,10 @@ void SocketTable::ReleaseRange(unsigned first, unsigned last) {
 // through fd (when still open) and folds the socket into its group. The
 // mutex is held.
 void SocketTable::Retire(int fd, SocketState* s) {
-  if (--s->refs > 0) return;
+  if (--s->refs > 0) {
+    if (fd >= 0) PolicyFdClosed(s, fd, OtherFdOf(s));
+    return;
+  }
   if (fd >= 0) {
     ReadTcpInfo(fd, &s->tcp_info);
     ReadKernelOptions(fd, &s->kernel_options);
@@ -119,6 +123,14 @@ void SocketTable::Retire(int fd, SocketState* s) {
   if (s->stats.Active() || (connected && !s->inherited)) FoldIntoGroup(s);
   s->next_free = free_list_;
   free_list_ = s;
+}
+
+int SocketTable::OtherFdOf(const SocketState* s) const {
+  const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed) + 1;
+  for (unsigned fd = 0; fd < end; ++fd) {
+    if (slots_[fd].load(std::memory_order_relaxed) == s) return static_cast<int>(fd);
+  }
+  return -1;
 }
 
 void SocketTable::FoldIntoGroup(SocketState* closed) {
@@ -153,6 +165,7 @@ void SocketTable::ResetInChild() {
     if (s == nullptr) continue;
     s->stats.Reset();
     s->inherited = true;
+    if (s->policy_state != nullptr) ResetPolicyInChild(s->policy_state);
   }
   for (SocketState*& g : groups_) {
     if (g == nullptr) continue;

@@ -86,6 +86,7 @@ class SocketTable {
  private:
   SocketState* NewEntry();
   void Forget(int fd, bool fd_is_live);
+  int OtherFdOf(const SocketState* s) const;
   void Retire(int fd, SocketState* entry);
   void FoldIntoGroup(SocketState* entry);
 

@@ -10,6 +10,7 @@
 
 #include "errno_saver.h"
 #include "json_writer.h"
+#include "policy.h"
 #include "raw_log.h"
 #include "real_libc.h"
 #include "runtime.h"
@@ -150,6 +151,85 @@ void EmitTcpInfo(JsonWriter* w, const TcpInfoSummary& t) {
   w->EndObject();
 }
 
+void EmitPolicy(JsonWriter* w, const SocketState& s, double ns_per_tick) {
+  if (s.id.rule < 0 || g_policy_config == nullptr) return;
+  const PolicyRule& rule = g_policy_config->rules[s.id.rule];
+  const PolicySettings& p = rule.settings;
+  const PolicyCounters& c = s.stats.policy_counters;
+  w->Key("policy");
+  w->BeginObject();
+  w->Key("rule");
+  w->String(rule.name);
+  w->Key("settings");
+  w->BeginObject();
+  w->Key("nodelay");
+  w->Bool(p.nodelay);
+  w->Key("quickack");
+  w->Bool(p.quickack);
+  if (p.sndbuf) {
+    w->Key("sndbuf");
+    w->Int(p.sndbuf);
+  }
+  if (p.rcvbuf) {
+    w->Key("rcvbuf");
+    w->Int(p.rcvbuf);
+  }
+  if (p.cork) {
+    w->Key("cork");
+    w->BeginObject();
+    w->Key("max_delay_us");
+    w->Uint(p.cork_delay_us);
+    w->EndObject();
+  }
+  if (p.coalesce) {
+    w->Key("coalesce");
+    w->BeginObject();
+    w->Key("max_bytes");
+    w->Uint(p.coalesce_max_bytes);
+    w->Key("max_delay_us");
+    w->Uint(p.coalesce_delay_us);
+    w->EndObject();
+  }
+  w->EndObject();
+  w->Key("counters");
+  w->BeginObject();
+  w->Key("flushes");
+  w->BeginObject();
+  for (int i = 0; i < static_cast<int>(FlushCause::kCount); ++i) {
+    if (c.flushes[i].Get() == 0) continue;
+    w->Key(FlushCauseName(static_cast<FlushCause>(i)));
+    w->Uint(c.flushes[i].Get());
+  }
+  w->EndObject();
+  w->Key("bytes_held");
+  w->Uint(c.bytes_held.Get());
+  w->Key("max_bytes_held");
+  w->Uint(c.max_bytes_held.Get());
+  w->Key("longest_hold_ns");
+  w->Double(static_cast<double>(c.longest_hold_ticks.Get()) * ns_per_tick);
+  w->Key("corks");
+  w->Uint(c.corks.Get());
+  w->Key("deferred_errors");
+  w->BeginObject();
+  for (int e = 0; e < kErrnoSlots; ++e) {
+    if (c.deferred_errors[e].Get() == 0) continue;
+    const char* name = e == 0 ? nullptr : strerrorname_np(e);
+    w->Key(name != nullptr ? name : "other");
+    w->Uint(c.deferred_errors[e].Get());
+  }
+  w->EndObject();
+  w->EndObject();
+  w->Key("conflicts");
+  w->BeginArray();
+  const uint64_t conflicts = c.conflicts.Get();
+  if (conflicts & kConflictNodelay) w->String("the application set TCP_NODELAY itself; its value stands");
+  if (conflicts & kConflictCork) w->String("the application set TCP_CORK itself; the policy stopped corking or holding for it");
+  if (conflicts & kConflictSndbuf) w->String("the application set SO_SNDBUF itself; its value stands");
+  if (conflicts & kConflictRcvbuf) w->String("the application set SO_RCVBUF itself; its value stands");
+  w->EndArray();
+  w->EndObject();
+}
+
 void EmitSocket(JsonWriter* w, const SocketState& s, bool open, double ns_per_tick) {
   const SocketStats& st = s.stats;
   w->BeginObject();
@@ -244,6 +324,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, double ns_per_ti
   }
   w->EndObject();
   EmitTcpInfo(w, s.tcp_info);
+  EmitPolicy(w, s, ns_per_tick);
   w->EndObject();
 }
 

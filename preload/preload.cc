@@ -1,7 +1,12 @@
 // The LD_PRELOAD entry points: each libc name the shim wraps, forwarded in one
 // line to libtcpadvise's hooks. Only these symbols leave the shared object
 // (exports.map); everything else, jemalloc included, stays hidden.
+#include <dlfcn.h>
+#include <spawn.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "libtcpadvise/hooks.h"
 #include "libtcpadvise/runtime.h"
@@ -106,4 +111,98 @@ TCPADVISE_EXPORT int epoll_wait(int epfd, struct epoll_event* events, int maxeve
 TCPADVISE_EXPORT int epoll_pwait(int epfd, struct epoll_event* events, int maxevents, int timeout,
                                  const sigset_t* mask) {
   return h::EpollPwait(epfd, events, maxevents, timeout, mask);
+}
+
+// Exec, spawn and _exit: what a policy holds goes out first. These are rare
+// calls, so they look up the next definition themselves.
+template <typename Fn>
+static Fn Next(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+TCPADVISE_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  h::BeforeExec();
+  return Next<int (*)(const char*, char* const*, char* const*)>("execve")(path, argv, envp);
+}
+TCPADVISE_EXPORT int execv(const char* path, char* const argv[]) {
+  h::BeforeExec();
+  return Next<int (*)(const char*, char* const*)>("execv")(path, argv);
+}
+TCPADVISE_EXPORT int execvp(const char* file, char* const argv[]) {
+  h::BeforeExec();
+  return Next<int (*)(const char*, char* const*)>("execvp")(file, argv);
+}
+TCPADVISE_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  h::BeforeExec();
+  return Next<int (*)(const char*, char* const*, char* const*)>("execvpe")(file, argv, envp);
+}
+TCPADVISE_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+  h::BeforeExec();
+  return Next<int (*)(int, char* const*, char* const*)>("fexecve")(fd, argv, envp);
+}
+
+// CollectArgs turns execl's variadic list into the argv execv takes.
+#define TCPADVISE_COLLECT_ARGS(first, last_arg, argv)                                 \
+  size_t count = 1;                                                                    \
+  {                                                                                    \
+    va_list count_ap;                                                                  \
+    va_copy(count_ap, ap);                                                             \
+    while (va_arg(count_ap, char*) != nullptr) ++count;                                \
+    va_end(count_ap);                                                                  \
+  }                                                                                    \
+  char** argv = static_cast<char**>(__builtin_alloca((count + 1) * sizeof(char*)));     \
+  argv[0] = const_cast<char*>(first);                                                  \
+  for (size_t i = 1; i <= count; ++i) argv[i] = va_arg(ap, char*);
+
+TCPADVISE_EXPORT int execl(const char* path, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  TCPADVISE_COLLECT_ARGS(arg, nullptr, argv);
+  va_end(ap);
+  return execv(path, argv);
+}
+TCPADVISE_EXPORT int execlp(const char* file, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  TCPADVISE_COLLECT_ARGS(arg, nullptr, argv);
+  va_end(ap);
+  return execvp(file, argv);
+}
+TCPADVISE_EXPORT int execle(const char* path, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  TCPADVISE_COLLECT_ARGS(arg, nullptr, argv);
+  char* const* envp = va_arg(ap, char* const*);
+  va_end(ap);
+  return execve(path, argv, envp);
+}
+#undef TCPADVISE_COLLECT_ARGS
+
+TCPADVISE_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
+                                 const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  h::BeforeExec();
+  return Next<decltype(&posix_spawn)>("posix_spawn")(pid, path, actions, attr, argv, envp);
+}
+TCPADVISE_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
+                                  const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  h::BeforeExec();
+  return Next<decltype(&posix_spawnp)>("posix_spawnp")(pid, file, actions, attr, argv, envp);
+}
+TCPADVISE_EXPORT int system(const char* command) {
+  h::BeforeExec();
+  return Next<decltype(&system)>("system")(command);
+}
+TCPADVISE_EXPORT FILE* popen(const char* command, const char* type) {
+  h::BeforeExec();
+  return Next<decltype(&popen)>("popen")(command, type);
+}
+TCPADVISE_EXPORT void _exit(int status) {
+  h::BeforeExit();
+  Next<void (*)(int)>("_exit")(status);
+  __builtin_unreachable();
+}
+TCPADVISE_EXPORT void _Exit(int status) {
+  h::BeforeExit();
+  Next<void (*)(int)>("_Exit")(status);
+  __builtin_unreachable();
 }

@@ -6,6 +6,7 @@ import click
 from rich.console import Console
 
 from .errors import TcpadviseError
+from .policy import BUILTIN_POLICIES, check_config
 from .record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
 from .render import render_json, render_text
 from .report import build_report
@@ -72,9 +73,18 @@ def cli() -> None:
 )
 @out_dir_option
 @interval_option
+@click.option(
+    "--policy",
+    metavar="NAME|FILE",
+    help=f"Apply a policy while recording: a built-in name ({', '.join(BUILTIN_POLICIES)}) "
+    "for every socket, or a config file of rules (docs/policy-config.md; check it with "
+    "'tcpadvise config check FILE'). Default: observe only.",
+)
 @click.argument("command", nargs=-1, required=True, metavar="CMD [ARGS]...")
 @click.pass_context
-def record_command(ctx: click.Context, out_dir: Path, interval: float, command: tuple[str, ...]) -> None:
+def record_command(
+    ctx: click.Context, out_dir: Path, interval: float, policy: str | None, command: tuple[str, ...]
+) -> None:
     """Run CMD with the tcpadvise shim preloaded and record its TCP use.
 
     Each process of CMD (children too) that opens a TCP socket writes
@@ -87,9 +97,16 @@ def record_command(ctx: click.Context, out_dir: Path, interval: float, command: 
     the source checkout this tcpadvise runs from, else
     <prefix>/lib/tcpadvise/libtcpadvise.so (this Python's prefix, then /usr/local).
 
+    With --policy the shim also acts: nodelay sets TCP_NODELAY, cork corks
+    each burst of writes until the program reads or waits, coalesce holds
+    small writes and sends them as one (docs/policy-config.md says what each
+    promises). The traces say which rule matched each socket and what the
+    policy did.
+
     \b
     Example:
       tcpadvise record -o out -- redis-benchmark -q -n 1000
+      tcpadvise record -o out-coalesce --policy coalesce -- ./client
       tcpadvise report out
 
     \b
@@ -104,7 +121,7 @@ def record_command(ctx: click.Context, out_dir: Path, interval: float, command: 
     is not found, 126 if it cannot be run, 125 if tcpadvise itself cannot
     set up the run (no shim found, DIR not writable).
     """
-    manifest = record(command, out_dir, interval, warn=_warn)
+    manifest = record(command, out_dir, interval, warn=_warn, policy=policy)
     click.echo(summary_line(out_dir), err=True)
     ctx.exit(manifest["exit_status"])
 
@@ -166,6 +183,32 @@ def report_command(output_format: str, paths: tuple[Path, ...]) -> None:
         click.echo(render_json(report), nl=False)
     else:
         render_text(report, Console(highlight=False))
+
+
+@cli.group(name="config")
+def config_group() -> None:
+    """Work with policy configs (docs/policy-config.md)."""
+
+
+@config_group.command(name="check")
+@click.argument("file", type=click.Path(path_type=Path))
+def config_check_command(file: Path) -> None:
+    """Check a policy config with the shim's own parser.
+
+    Prints every mistake as FILE:LINE:COLUMN: message and exits 2, or the
+    rules it found and exits 0. A config the shim cannot read makes it
+    observe only (with one warning), so check a config before you use it.
+
+    \b
+    Example:
+      tcpadvise config check policy.yaml
+      tcpadvise record --policy policy.yaml -- ./server
+    """
+    check = check_config(file)
+    for line in check.lines:
+        click.echo(line, err=not check.ok)
+    if not check.ok:
+        raise SystemExit(2)
 
 
 def _warn(message: str) -> None:

@@ -42,6 +42,10 @@ class InvalidTraceError(BadInputError):
     """A tcpadvise file that fails validation against its schema."""
 
 
+class ConfigError(BadInputError):
+    """A policy config (or --policy value) the shim would not accept."""
+
+
 class RecordError(TcpadviseError):
     """tcpadvise record could not set up or save a run.
 

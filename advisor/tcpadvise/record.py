@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .elfinfo import blind_spot, inspect_executable, resolve_command
 from .errors import CommandNotExecutableError, RecordError, TcpadviseError
+from .policy import resolve_policy
 from .shim import find_shim
 from .traces import RECORD_FILE, RECORD_SCHEMA, load_inputs
 
@@ -19,10 +20,17 @@ DEFAULT_INTERVAL = 5.0
 _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def record(command: Sequence[str], out_dir: Path, interval: float, warn: Callable[[str], None]) -> dict:
+def record(
+    command: Sequence[str],
+    out_dir: Path,
+    interval: float,
+    warn: Callable[[str], None],
+    policy: str | None = None,
+) -> dict:
     """Run `command` with the shim preloaded, wait for it, write and return the record manifest.
 
     `warn` gets one sentence before the run if the shim cannot see the binary.
+    `policy` is a built-in policy name or a config file (docs/policy-config.md).
     The manifest's exit_status is the command's (128+N when killed by signal N).
     """
     shim = find_shim()
@@ -36,6 +44,8 @@ def record(command: Sequence[str], out_dir: Path, interval: float, warn: Callabl
     except OSError as error:
         raise RecordError(f"{out_dir}: cannot create the output directory ({error.strerror})") from None
     environment = shim_environment(os.environ, shim, out_dir.resolve(), interval)
+    if policy is not None:
+        environment["TCPADVISE_CONFIG"] = str(resolve_policy(policy, out_dir))
     started = time.time_ns()
     pid, status = run_forwarding_signals(command, executable, environment)
     manifest = {
@@ -48,6 +58,8 @@ def record(command: Sequence[str], out_dir: Path, interval: float, warn: Callabl
         "shim": str(shim),
         "binary": {"path": binary.path, "static": binary.static, "go": binary.go},
     }
+    if policy is not None:
+        manifest["policy"] = policy
     write_json_atomically(out_dir / RECORD_FILE, manifest)
     return manifest
 

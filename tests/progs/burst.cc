@@ -9,7 +9,7 @@
 //   burst client --port P [--rounds N] [--writes W] [--size S] [--reply R]
 //                [--api write|writev|send|sendto|sendmsg] [--single-writev]
 //                [--nodelay] [--cork] [--threads T] [--fork-rounds N]
-//                [--close-all] [--host ADDR]
+//                [--close-all] [--think-us US] [--host ADDR]
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -47,6 +47,7 @@ struct Options {
   int threads = 1;
   long fork_rounds = 0;
   bool close_all = false;
+  long think_us = 0;  // client: pause between a request and reading its reply
 };
 
 [[noreturn]] void Die(const char* what) {
@@ -59,7 +60,8 @@ struct Options {
           "usage: burst server [--port P] [--reply R] [--request BYTES] [--writes W --size S]\n"
           "       burst client --port P [--rounds N] [--writes W] [--size S] [--reply R]\n"
           "                    [--api write|writev|send|sendto|sendmsg] [--single-writev]\n"
-          "                    [--nodelay] [--cork] [--threads T] [--fork-rounds N] [--close-all]\n");
+          "                    [--nodelay] [--cork] [--threads T] [--fork-rounds N] [--close-all]\n"
+          "                    [--think-us US]\n");
   exit(2);
 }
 
@@ -87,6 +89,7 @@ Options Parse(int argc, char** argv) {
     else if (a == "--threads") o.threads = atoi(next());
     else if (a == "--fork-rounds") o.fork_rounds = atol(next());
     else if (a == "--close-all") o.close_all = true;
+    else if (a == "--think-us") o.think_us = atol(next());
     else Usage();
   }
   if (o.request < 0) o.request = static_cast<long>(o.writes) * o.size;
@@ -240,6 +243,7 @@ void RunRounds(int fd, const Options& o, long rounds, ClientResult* r) {
       r->writes += o.writes;
     }
     if (o.cork) SetCork(fd, 0);
+    if (o.think_us > 0) usleep(static_cast<useconds_t>(o.think_us));
     r->bytes += static_cast<long>(o.writes) * o.size;
     if (!ReadExactly(fd, reply.data(), o.reply)) Die("read reply");
     r->round_us.push_back(NowUs() - start);

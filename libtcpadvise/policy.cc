@@ -1,0 +1,611 @@
+#include "policy.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "errno_saver.h"
+#include "private_alloc.h"
+#include "raw_log.h"
+#include "real_libc.h"
+#include "runtime.h"
+
+namespace tcpadvise {
+
+const PolicyConfig* g_policy_config = nullptr;
+std::atomic<int> g_held_count{0};
+
+namespace {
+
+// The held set: sockets holding bytes or a cork. Lock order: a socket's
+// mutex, then g_set_mutex; ReleaseAll copies the set and lets go of
+// g_set_mutex before it takes any socket's mutex.
+constexpr int kMaxHeldSockets = 4096;
+pthread_mutex_t g_set_mutex = PTHREAD_MUTEX_INITIALIZER;
+PolicyState* g_held_set[kMaxHeldSockets];
+int g_held_set_size = 0;
+
+// The deadline thread sleeps on g_flusher_wake while nothing is held.
+pthread_mutex_t g_flusher_mutex = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_flusher_wake = PTHREAD_COND_INITIALIZER;
+std::atomic<bool> g_flusher_started{false};
+std::atomic<bool> g_flusher_idle{false};
+
+// t_inside is the policy state this thread is working on, t_in_shared set
+// while it holds a lock shared by all sockets: a hook entered while either is
+// set can only be a signal handler that interrupted the shim, and must not
+// take a lock this thread already holds.
+thread_local PolicyState* t_inside = nullptr;
+thread_local bool t_in_shared = false;
+
+bool InterruptedShim() { return t_inside != nullptr || t_in_shared; }
+
+void LockShared(pthread_mutex_t* m) {
+  t_in_shared = true;
+  pthread_mutex_lock(m);
+}
+
+void UnlockShared(pthread_mutex_t* m) {
+  pthread_mutex_unlock(m);
+  t_in_shared = false;
+}
+
+// kOverflowCapacity bounds what signal handlers may write while their thread
+// is inside the shim for the same socket; beyond it they write directly.
+constexpr uint32_t kOverflowCapacity = 65536;
+
+uint64_t TicksFromUs(uint64_t us) {
+  return static_cast<uint64_t>(static_cast<double>(us) * g_runtime.tick_rate.TicksPerSecond() / 1e6);
+}
+
+size_t IovecBytes(const iovec* iov, int iovcnt) {
+  size_t n = 0;
+  for (int i = 0; i < iovcnt; ++i) n += iov[i].iov_len;
+  return n;
+}
+
+PolicyCounters& CountersOf(PolicyState* p) { return p->socket->stats.policy_counters; }
+
+// ---- the held set ----
+
+void StartFlusher();
+
+void AddToHeldSet(PolicyState* p) {
+  if (p->in_held_set) return;
+  LockShared(&g_set_mutex);
+  if (g_held_set_size < kMaxHeldSockets) {
+    g_held_set[g_held_set_size++] = p;
+    p->in_held_set = true;
+    g_held_count.fetch_add(1, std::memory_order_relaxed);
+  }
+  UnlockShared(&g_set_mutex);
+  if (!g_flusher_started.load(std::memory_order_relaxed)) StartFlusher();
+  if (g_flusher_idle.load(std::memory_order_relaxed)) {
+    LockShared(&g_flusher_mutex);
+    pthread_cond_signal(&g_flusher_wake);
+    UnlockShared(&g_flusher_mutex);
+  }
+}
+
+void RemoveFromHeldSet(PolicyState* p) {
+  if (!p->in_held_set) return;
+  LockShared(&g_set_mutex);
+  for (int i = 0; i < g_held_set_size; ++i) {
+    if (g_held_set[i] == p) {
+      g_held_set[i] = g_held_set[--g_held_set_size];
+      g_held_count.fetch_sub(1, std::memory_order_relaxed);
+      break;
+    }
+  }
+  p->in_held_set = false;
+  UnlockShared(&g_set_mutex);
+}
+
+bool HoldsSomething(const PolicyState* p) { return p->held.load(std::memory_order_relaxed) != 0 || p->corked; }
+
+// ---- locking ----
+
+// Enter locks p for this thread; false when this thread is already inside
+// the shim's policy code (a signal handler), in which case nothing is locked.
+bool Enter(PolicyState* p) {
+  if (InterruptedShim()) return false;
+  t_inside = p;
+  pthread_mutex_lock(&p->mutex);
+  return true;
+}
+
+void Leave(PolicyState* p) {
+  pthread_mutex_unlock(&p->mutex);
+  t_inside = nullptr;
+}
+
+// ---- coalesce ----
+
+bool EnsureBuffer(PolicyState* p, int fd) {
+  if (p->buffer != nullptr) return true;
+  uint32_t capacity = p->settings->coalesce_max_bytes;
+  if (capacity == 0) {
+    int mss = 0;
+    socklen_t len = sizeof(mss);
+    capacity = getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0 ? static_cast<uint32_t>(mss) : 1448;
+  }
+  p->buffer = static_cast<char*>(PrivateAlloc(capacity));
+  p->overflow = static_cast<char*>(PrivateAlloc(kOverflowCapacity));
+  if (p->buffer == nullptr || p->overflow == nullptr) {
+    PrivateFree(p->buffer);
+    PrivateFree(p->overflow);
+    p->buffer = p->overflow = nullptr;
+    return false;
+  }
+  p->capacity = capacity;
+  return true;
+}
+
+void NoteHoldEnded(PolicyState* p, FlushCause cause) {
+  PolicyCounters& c = CountersOf(p);
+  c.flushes[static_cast<int>(cause)].Increment();
+  const uint64_t held_for = ReadTicks() - p->hold_start;
+  if (held_for > c.longest_hold_ticks.Get()) c.longest_hold_ticks.Set(held_for);
+}
+
+void Append(PolicyState* p, const iovec* iov, int iovcnt) {
+  uint32_t held = p->held.load(std::memory_order_relaxed);
+  if (held == 0) p->hold_start = ReadTicks();
+  for (int i = 0; i < iovcnt; ++i) {
+    memcpy(p->buffer + held, iov[i].iov_base, iov[i].iov_len);
+    held += static_cast<uint32_t>(iov[i].iov_len);
+  }
+  p->held.store(held, std::memory_order_relaxed);
+  PolicyCounters& c = CountersOf(p);
+  c.bytes_held.Add(IovecBytes(iov, iovcnt));
+  if (held > c.max_bytes_held.Get()) c.max_bytes_held.Set(held);
+  AddToHeldSet(p);
+}
+
+void Consume(PolicyState* p, size_t sent) {
+  const uint32_t held = p->held.load(std::memory_order_relaxed);
+  memmove(p->buffer, p->buffer + sent, held - sent);
+  p->held.store(held - static_cast<uint32_t>(sent), std::memory_order_relaxed);
+}
+
+// SendHeldThen sends the held bytes followed by the application's in one
+// sendmsg, looping on a blocking socket until the held part is out. Returns
+// the application's bytes sent, or -1 with errno.
+ssize_t SendHeldThen(PolicyState* p, int fd, const iovec* iov, int iovcnt, int flags, bool nonblocking,
+                     FlushCause cause) {
+  iovec parts[IOV_MAX];
+  const size_t app_bytes = IovecBytes(iov, iovcnt);
+  for (;;) {
+    const uint32_t held = p->held.load(std::memory_order_relaxed);
+    parts[0] = {p->buffer, held};
+    memcpy(parts + 1, iov, sizeof(iovec) * static_cast<size_t>(iovcnt));
+    msghdr msg{};
+    msg.msg_iov = held ? parts : parts + 1;
+    msg.msg_iovlen = static_cast<size_t>(iovcnt) + (held ? 1 : 0);
+    const ssize_t sent = Real(g_real.sendmsg)(fd, &msg, flags | (nonblocking ? MSG_DONTWAIT : 0));
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) p->nonblocking_ok = false;
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && held != 0) {
+        // The connection is gone: the held bytes go with it, and this call reports why.
+        CountersOf(p).deferred_errors[errno < kErrnoSlots ? errno : 0].Increment();
+        NoteHoldEnded(p, cause);
+        p->held.store(0, std::memory_order_relaxed);
+      }
+      return -1;
+    }
+    if (static_cast<size_t>(sent) >= held) {
+      if (held != 0) NoteHoldEnded(p, cause);
+      p->held.store(0, std::memory_order_relaxed);
+      p->nonblocking_ok = static_cast<size_t>(sent) - held == app_bytes;
+      const ssize_t app_sent = sent - static_cast<ssize_t>(held);
+      if (app_sent == 0 && app_bytes != 0) {
+        errno = EAGAIN;
+        return -1;
+      }
+      return app_sent;
+    }
+    Consume(p, static_cast<size_t>(sent));
+    if (nonblocking) {
+      p->nonblocking_ok = false;
+      errno = EAGAIN;
+      return -1;
+    }
+  }
+}
+
+// Flush sends what p holds without a SIGPIPE; on a socket that must not
+// block it sends what the kernel takes and keeps the rest for later. An error
+// other than EAGAIN drops the bytes and is kept for the socket's next write.
+bool Flush(PolicyState* p, int fd, FlushCause cause, bool may_block) {
+  while (p->held.load(std::memory_order_relaxed) != 0) {
+    const uint32_t held = p->held.load(std::memory_order_relaxed);
+    const ssize_t sent = Real(g_real.send)(fd, p->buffer, held, MSG_NOSIGNAL | (may_block ? 0 : MSG_DONTWAIT));
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        p->nonblocking_ok = false;
+        return false;
+      }
+      CountersOf(p).deferred_errors[errno < kErrnoSlots ? errno : 0].Increment();
+      p->pending_errno = errno;
+      NoteHoldEnded(p, cause);
+      p->held.store(0, std::memory_order_relaxed);
+      return true;
+    }
+    if (static_cast<uint32_t>(sent) == held) {
+      NoteHoldEnded(p, cause);
+      p->held.store(0, std::memory_order_relaxed);
+      p->nonblocking_ok = true;
+      return true;
+    }
+    Consume(p, static_cast<size_t>(sent));
+  }
+  return true;
+}
+
+// FlushForExit sends what p holds even on a non-blocking socket, waiting for
+// room up to a bound: the process is about to lose the bytes otherwise.
+void FlushForExit(PolicyState* p, int fd, FlushCause cause) {
+  for (int tries = 0; tries < 50 && !Flush(p, fd, cause, false); ++tries) {
+    pollfd pfd = {fd, POLLOUT, 0};
+    Real(g_real.poll)(&pfd, 1, 100);
+  }
+}
+
+void Uncork(PolicyState* p, int fd, FlushCause cause) {
+  const int zero = 0;
+  Real(g_real.setsockopt)(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero));
+  p->corked = false;
+  CountersOf(p).flushes[static_cast<int>(cause)].Increment();
+  const uint64_t corked_for = ReadTicks() - p->cork_start;
+  if (corked_for > CountersOf(p).longest_hold_ticks.Get()) CountersOf(p).longest_hold_ticks.Set(corked_for);
+}
+
+// ReleaseLocked lets go of what p holds; p's mutex is held.
+void ReleaseLocked(PolicyState* p, FlushCause cause, bool may_block, bool exiting) {
+  const int fd = p->fd.load(std::memory_order_relaxed);
+  if (fd < 0) return;
+  if (p->corked) Uncork(p, fd, cause);
+  if (p->held.load(std::memory_order_relaxed) != 0) {
+    if (exiting) {
+      FlushForExit(p, fd, cause);
+    } else {
+      Flush(p, fd, cause, may_block && !p->socket->nonblocking);
+    }
+  }
+  if (!HoldsSomething(p)) RemoveFromHeldSet(p);
+}
+
+// DrainOverflow appends what signal handlers wrote meanwhile, in order; p's
+// mutex is held.
+void DrainOverflow(PolicyState* p, int fd, bool nonblocking) {
+  uint32_t done = 0;
+  for (;;) {
+    const uint32_t length = p->overflow_length.load(std::memory_order_acquire);
+    if (length == done) {
+      uint32_t expected = length;
+      if (p->overflow_length.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) return;
+      continue;
+    }
+    const iovec part = {p->overflow + done, length - done};
+    if (p->held.load(std::memory_order_relaxed) + part.iov_len <= p->capacity && !nonblocking) {
+      Append(p, &part, 1);
+    } else {
+      // The handler's write was reported as accepted: send it even if that waits.
+      SendHeldThen(p, fd, &part, 1, MSG_NOSIGNAL, false, FlushCause::kLimit);
+    }
+    done = length;
+  }
+}
+
+// SignalWrite takes a write made by a signal handler while its thread was
+// inside the shim for the same socket; the interrupted call sends it.
+ssize_t SignalWrite(PolicyState* p, const iovec* iov, int iovcnt, ssize_t (*passthrough)(void*), void* context) {
+  const size_t n = IovecBytes(iov, iovcnt);
+  uint32_t at = p->overflow_length.load(std::memory_order_acquire);
+  do {
+    if (p->overflow == nullptr || at + n > kOverflowCapacity) return passthrough(context);  // documented limit
+  } while (!p->overflow_length.compare_exchange_weak(at, at + static_cast<uint32_t>(n), std::memory_order_acq_rel));
+  for (int i = 0; i < iovcnt; ++i) {
+    memcpy(p->overflow + at, iov[i].iov_base, iov[i].iov_len);
+    at += static_cast<uint32_t>(iov[i].iov_len);
+  }
+  return static_cast<ssize_t>(n);
+}
+
+ssize_t CoalesceWrite(PolicyState* p, int fd, const iovec* iov, int iovcnt, int flags, bool special,
+                      ssize_t (*passthrough)(void*), void* context) {
+  if (p->pending_errno != 0) {
+    const int e = p->pending_errno;
+    p->pending_errno = 0;
+    // The kernel signals a write on a broken pipe; so does the write that
+    // learns of it, unless the application asked for no signal.
+    if (e == EPIPE && (flags & MSG_NOSIGNAL) == 0) raise(SIGPIPE);
+    errno = e;
+    return -1;
+  }
+  const bool nonblocking = p->socket->nonblocking || (flags & MSG_DONTWAIT) != 0;
+  const size_t n = IovecBytes(iov, iovcnt);
+  const uint32_t held = p->held.load(std::memory_order_relaxed);
+  if (special || iovcnt <= 0 || iovcnt >= IOV_MAX || n == 0 || !EnsureBuffer(p, fd)) {
+    if (held != 0) {
+      if (!Flush(p, fd, FlushCause::kPassthrough, !nonblocking)) {
+        errno = EAGAIN;
+        return -1;
+      }
+      if (!HoldsSomething(p)) RemoveFromHeldSet(p);
+    }
+    return passthrough(context);
+  }
+  if (held + n <= p->capacity && (!nonblocking || p->nonblocking_ok)) {
+    Append(p, iov, iovcnt);
+    return static_cast<ssize_t>(n);
+  }
+  const ssize_t sent = SendHeldThen(p, fd, iov, iovcnt, flags, nonblocking, FlushCause::kLimit);
+  if (!HoldsSomething(p)) RemoveFromHeldSet(p);
+  return sent;
+}
+
+// ---- the deadline thread ----
+
+int CopyHeldSet(PolicyState** copy) {
+  LockShared(&g_set_mutex);
+  const int n = g_held_set_size;
+  memcpy(copy, g_held_set, sizeof(copy[0]) * static_cast<size_t>(n));
+  UnlockShared(&g_set_mutex);
+  return n;
+}
+
+void ReleaseExpired(uint64_t now) {
+  PolicyState* copy[kMaxHeldSockets];
+  const int n = CopyHeldSet(copy);
+  for (int i = 0; i < n; ++i) {
+    PolicyState* p = copy[i];
+    if (pthread_mutex_trylock(&p->mutex) != 0) continue;  // busy: its own call is in progress
+    const PolicySettings& s = *p->settings;
+    const bool cork_due = p->corked && now - p->cork_start >= TicksFromUs(s.cork_delay_us);
+    const bool hold_due = p->held.load(std::memory_order_relaxed) != 0 &&
+                          now - p->hold_start >= TicksFromUs(s.coalesce_delay_us);
+    if (cork_due || hold_due) ReleaseLocked(p, FlushCause::kDeadline, false, false);
+    pthread_mutex_unlock(&p->mutex);
+  }
+}
+
+uint32_t ShortestDelayUs() {
+  uint32_t shortest = kMaxCorkDelayUs;
+  for (int i = 0; i < g_policy_config->rule_count; ++i) {
+    const PolicySettings& s = g_policy_config->rules[i].settings;
+    if (s.cork && s.cork_delay_us < shortest) shortest = s.cork_delay_us;
+    if (s.coalesce && s.coalesce_delay_us < shortest) shortest = s.coalesce_delay_us;
+  }
+  return shortest;
+}
+
+void* FlusherLoop(void*) {
+  // Check twice per deadline, so nothing is held much past it.
+  const uint32_t period_us = ShortestDelayUs() / 2 + 1;
+  const timespec period = {static_cast<time_t>(period_us / 1000000), static_cast<long>(period_us % 1000000) * 1000};
+  int idle_rounds = 0;
+  for (;;) {
+    if (AnyHeld()) {
+      idle_rounds = 0;
+      ReleaseExpired(ReadTicks());
+    } else if (++idle_rounds > 1000) {
+      // Nothing held for a while: sleep until a write holds something again.
+      LockShared(&g_flusher_mutex);
+      g_flusher_idle.store(true, std::memory_order_relaxed);
+      while (!AnyHeld()) pthread_cond_wait(&g_flusher_wake, &g_flusher_mutex);
+      g_flusher_idle.store(false, std::memory_order_relaxed);
+      UnlockShared(&g_flusher_mutex);
+      idle_rounds = 0;
+      continue;
+    }
+    clock_nanosleep(CLOCK_MONOTONIC, 0, &period, nullptr);
+  }
+  return nullptr;
+}
+
+void StartFlusher() {
+  if (g_flusher_started.exchange(true, std::memory_order_acq_rel)) return;
+  ErrnoSaver errno_saver;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 128 * 1024);
+  pthread_t thread;
+  if (pthread_create(&thread, &attr, FlusherLoop, nullptr) != 0) {
+    RawWarning("cannot start the policy deadline thread; held bytes wait for the next read or wait call");
+  }
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void SetIntOption(int fd, int level, int name, int value) {
+  Real(g_real.setsockopt)(fd, level, name, &value, sizeof(value));
+}
+
+}  // namespace
+
+void LoadPolicyConfig(const char* path) {
+  ErrnoSaver errno_saver;
+  Dl_info self;
+  char library[PATH_MAX];
+  if (dladdr(reinterpret_cast<void*>(&LoadPolicyConfig), &self) == 0 || self.dli_fname == nullptr ||
+      strlen(self.dli_fname) + 32 > sizeof(library)) {
+    RawWarning("cannot locate libtcpadvise_config.so; %s is ignored and the program is only observed", path);
+    return;
+  }
+  strcpy(library, self.dli_fname);
+  char* slash = strrchr(library, '/');
+  strcpy(slash != nullptr ? slash + 1 : library, "libtcpadvise_config.so");
+  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  LoadConfigFn load = handle != nullptr ? reinterpret_cast<LoadConfigFn>(dlsym(handle, kLoadConfigSymbol)) : nullptr;
+  if (load == nullptr) {
+    RawWarning("cannot load %s (%s); %s is ignored and the program is only observed", library, dlerror(), path);
+    return;
+  }
+  PolicyConfig* config = PrivateNew<PolicyConfig>();
+  char errors[512];
+  if (config == nullptr || load(path, config, errors, sizeof(errors)) != 0) {
+    char* newline = strchr(errors, '\n');
+    if (newline != nullptr) *newline = '\0';
+    RawWarning("bad policy config %s:%s (tcpadvise config check %s lists every mistake); the program is only observed",
+               path, errors, path);
+    PrivateFree(config);
+    return;
+  }
+  g_policy_config = config;
+}
+
+void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
+  if (g_policy_config == nullptr) return;
+  MatchInput in;
+  in.program = program_invocation_short_name;
+  in.role = s->id.role == Role::kClient ? 1 : s->id.role == Role::kServer ? 2 : 0;
+  const sockaddr_storage& local = s->id.local;
+  in.local_port = local.ss_family == AF_INET    ? ntohs(reinterpret_cast<const sockaddr_in&>(local).sin_port)
+                  : local.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6&>(local).sin6_port)
+                                                : 0;
+  in.peer = peer;
+  const int rule = MatchRule(*g_policy_config, in);
+  s->id.rule = static_cast<int16_t>(rule);
+  if (rule < 0) return;
+  const PolicySettings& settings = g_policy_config->rules[rule].settings;
+  ErrnoSaver errno_saver;
+  if (settings.nodelay) SetIntOption(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+  if (settings.sndbuf) SetIntOption(fd, SOL_SOCKET, SO_SNDBUF, settings.sndbuf);
+  if (settings.rcvbuf) SetIntOption(fd, SOL_SOCKET, SO_RCVBUF, settings.rcvbuf);
+  if (!settings.cork && !settings.coalesce) return;
+  if (s->policy_state == nullptr) s->policy_state = PrivateNew<PolicyState>();
+  PolicyState* p = s->policy_state;
+  if (p == nullptr) return;
+  p->settings = &settings;
+  p->socket = s;
+  p->fd.store(fd, std::memory_order_relaxed);
+  p->held.store(0, std::memory_order_relaxed);
+  p->overflow_length.store(0, std::memory_order_relaxed);
+  p->nonblocking_ok = true;
+  p->pending_errno = 0;
+  p->corked = false;
+  p->app_corks = false;
+  if (p->capacity != 0 && settings.coalesce_max_bytes != 0 && p->capacity != settings.coalesce_max_bytes) {
+    PrivateFree(p->buffer);
+    PrivateFree(p->overflow);
+    p->buffer = p->overflow = nullptr;
+    p->capacity = 0;
+  }
+  s->stats.policy = p;
+}
+
+ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int flags, bool special,
+                    ssize_t (*passthrough)(void*), void* context) {
+  PolicyState* p = s->stats.policy;
+  if (!Enter(p)) {
+    // A signal handler: queue behind the interrupted call on the same socket;
+    // elsewhere write directly (documented limit).
+    return t_inside == p && p->settings->coalesce ? SignalWrite(p, iov, iovcnt, passthrough, context)
+                                                   : passthrough(context);
+  }
+  p->fd.store(fd, std::memory_order_relaxed);
+  ssize_t result;
+  if (p->settings->coalesce) {
+    result = CoalesceWrite(p, fd, iov, iovcnt, flags, special, passthrough, context);
+  } else {
+    if (!p->corked && !p->app_corks) {
+      ErrnoSaver errno_saver;
+      SetIntOption(fd, IPPROTO_TCP, TCP_CORK, 1);
+      p->corked = true;
+      p->cork_start = ReadTicks();
+      CountersOf(p).corks.Increment();
+      AddToHeldSet(p);
+    }
+    result = passthrough(context);
+  }
+  if (p->overflow_length.load(std::memory_order_acquire) != 0) {
+    ErrnoSaver errno_saver;
+    DrainOverflow(p, fd, false);
+  }
+  Leave(p);
+  return result;
+}
+
+void ReleaseAll(FlushCause cause, bool blocking) {
+  if (!AnyHeld() || InterruptedShim()) return;  // a signal handler: the interrupted call finishes the job
+  ErrnoSaver errno_saver;
+  PolicyState* copy[kMaxHeldSockets];
+  const int n = CopyHeldSet(copy);
+  const bool exiting = cause == FlushCause::kExit || cause == FlushCause::kExec || cause == FlushCause::kFork;
+  for (int i = 0; i < n; ++i) {
+    PolicyState* p = copy[i];
+    Enter(p);
+    ReleaseLocked(p, cause, blocking, exiting);
+    Leave(p);
+  }
+}
+
+void ReleaseSocket(SocketState* s, int fd, FlushCause cause) {
+  PolicyState* p = s->stats.policy;
+  if (p == nullptr || !Enter(p)) return;
+  ErrnoSaver errno_saver;
+  p->fd.store(fd, std::memory_order_relaxed);
+  ReleaseLocked(p, cause, true, true);
+  Leave(p);
+}
+
+void OnApplicationCork(SocketState* s, int fd) {
+  PolicyState* p = s->stats.policy;
+  if (p == nullptr || !p->settings->cork || !Enter(p)) return;
+  // The application's own setting has already reached the kernel: it wins.
+  p->app_corks = true;
+  p->corked = false;
+  p->fd.store(fd, std::memory_order_relaxed);
+  RemoveFromHeldSet(p);
+  Leave(p);
+}
+
+void AfterReadPolicy(SocketState* s, int fd) {
+  if (s->id.rule < 0 || !g_policy_config->rules[s->id.rule].settings.quickack) return;
+  ErrnoSaver errno_saver;
+  SetIntOption(fd, IPPROTO_TCP, TCP_QUICKACK, 1);
+}
+
+void ResetPolicyInChild(PolicyState* p) {
+  pthread_mutex_init(&p->mutex, nullptr);
+  t_inside = nullptr;
+  t_in_shared = false;
+}
+
+void PolicyFdClosed(SocketState* s, int closed_fd, int other_fd) {
+  PolicyState* p = s->policy_state;
+  if (p == nullptr) return;
+  int expected = closed_fd;
+  p->fd.compare_exchange_strong(expected, other_fd, std::memory_order_relaxed);
+}
+
+void DropHeldInChild() {
+  pthread_mutex_init(&g_set_mutex, nullptr);
+  pthread_mutex_init(&g_flusher_mutex, nullptr);
+  pthread_cond_init(&g_flusher_wake, nullptr);
+  for (int i = 0; i < g_held_set_size; ++i) {
+    PolicyState* p = g_held_set[i];
+    p->held.store(0, std::memory_order_relaxed);
+    p->overflow_length.store(0, std::memory_order_relaxed);
+    p->in_held_set = false;
+  }
+  g_held_set_size = 0;
+  g_held_count.store(0, std::memory_order_relaxed);
+  g_flusher_started.store(false, std::memory_order_relaxed);
+  g_flusher_idle.store(false, std::memory_order_relaxed);
+}
+
+}  // namespace tcpadvise

@@ -1,0 +1,102 @@
+// Policy: what the shim does to sockets a config rule matched
+// (docs/policy-config.md). nodelay, sndbuf and rcvbuf are set once when the
+// socket connects or is accepted; cork and coalesce take the socket's writes
+// and keep what they hold in a process-wide set that reads, waits, the exit
+// paths and a deadline thread release.
+#ifndef TCPADVISE_POLICY_H_
+#define TCPADVISE_POLICY_H_
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <atomic>
+
+#include "config.h"
+#include "socket_state.h"
+
+namespace tcpadvise {
+
+// g_policy_config is the loaded config, or nullptr when the shim only observes.
+extern const PolicyConfig* g_policy_config;
+
+// LoadPolicyConfig reads the file with libtcpadvise_config.so (found beside
+// the shim); on any mistake it warns once and leaves the shim observing.
+void LoadPolicyConfig(const char* path);
+
+// PolicyState is the run-time state of a cork or coalesce policy on one live
+// socket, guarded by its mutex.
+struct PolicyState {
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  const PolicySettings* settings = nullptr;
+  SocketState* socket = nullptr;
+  // An open fd of the socket, for flushes that do not come from a call on it.
+  std::atomic<int> fd{-1};
+  bool in_held_set = false;
+  // coalesce
+  char* buffer = nullptr;
+  uint32_t capacity = 0;
+  std::atomic<uint32_t> held{0};
+  uint64_t hold_start = 0;
+  // A non-blocking socket is coalesced only while the kernel took the last
+  // flush whole: the shim never holds more than the kernel would accept.
+  bool nonblocking_ok = true;
+  // The errno of a failed deferred flush, returned by the next write.
+  int pending_errno = 0;
+  // Writes made by a signal handler that interrupted this thread inside the
+  // shim for this socket; sent by the interrupted call before it returns.
+  char* overflow = nullptr;
+  std::atomic<uint32_t> overflow_length{0};
+  // cork
+  bool corked = false;
+  bool app_corks = false;
+  uint64_t cork_start = 0;
+};
+
+// AttachPolicy chooses the socket's rule and applies nodelay, sndbuf and
+// rcvbuf through fd; peer may be nullptr. The table mutex must be held.
+void AttachPolicy(int fd, SocketState* s, const sockaddr* peer);
+
+// PolicyWrite runs a write-family call on a socket whose policy takes writes.
+// iov describes the application's bytes; passthrough performs the original
+// call unchanged. Returns what the application must see, errno set likewise.
+ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int flags, bool special,
+                    ssize_t (*passthrough)(void* context), void* context);
+
+// ReleaseAll flushes or uncorks every socket that holds something; cheap
+// when none does. blocking allows waiting for a blocking socket's buffer.
+void ReleaseAll(FlushCause cause, bool blocking);
+
+// ReleaseSocket flushes or uncorks one socket, before it is closed, shut down
+// or replaced: bytes are sent even if that means waiting.
+void ReleaseSocket(SocketState* s, int fd, FlushCause cause);
+
+// OnApplicationCork notes the application's own TCP_CORK: it wins, and the
+// policy stops corking the socket. The conflict is counted by the caller.
+void OnApplicationCork(SocketState* s, int fd);
+
+// AfterReadPolicy sends TCP_QUICKACK after a read when the policy asks.
+void AfterReadPolicy(SocketState* s, int fd);
+
+// PolicyFdClosed moves a policy's fd to another fd of the same socket when
+// the one it used is closed while dups remain.
+void PolicyFdClosed(SocketState* s, int closed_fd, int other_fd);
+
+// ResetPolicyInChild reinitialises a socket's policy mutex in a fork child
+// (a parent thread may have held it at the fork).
+void ResetPolicyInChild(PolicyState* p);
+
+// DropHeldInChild forgets, in a fork child, the bytes the parent holds (the
+// parent sends them) so they are never sent twice.
+void DropHeldInChild();
+
+// AnyHeld reports whether any socket holds bytes or a cork: the one check
+// reads and waits pay when nothing is held.
+extern std::atomic<int> g_held_count;
+inline bool AnyHeld() { return g_held_count.load(std::memory_order_relaxed) != 0; }
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_POLICY_H_

@@ -1,0 +1,85 @@
+"""tcpadvise config check and record --policy, run against the real checker
+built beside the shim (tests skip without a build)."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tcpadvise.cli import cli
+from tcpadvise.errors import ConfigError
+from tcpadvise.policy import BUILTIN_POLICIES, builtin_config, check_config, resolve_policy
+from testlib import shim_path
+
+pytestmark = pytest.mark.skipif(not shim_path().exists(), reason="needs the built shim and its config checker")
+
+GOOD = "version: 1\nrules:\n  - name: web\n    match: {role: server, local_port: 8080}\n    policy: coalesce\n"
+BAD = "version: 1\nrules:\n  - match: {role: sever}\n    policy: fastest\n"
+
+
+@pytest.fixture(autouse=True)
+def use_built_shim(monkeypatch):
+    monkeypatch.setenv("TCPADVISE_SHIM", str(shim_path()))
+
+
+def test_check_config_accepts_a_good_file(tmp_path):
+    path = tmp_path / "good.yaml"
+    path.write_text(GOOD)
+    check = check_config(path)
+    assert check.ok and check.lines == [f"{path}: 1 rule", "  1. web: coalesce"]
+
+
+def test_check_config_lists_every_mistake_with_position(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD)
+    check = check_config(path)
+    assert not check.ok
+    assert check.lines == [f"{path}:3:19: match.role must be client or server",
+                           f"{path}:4:13: unknown policy 'fastest' (built-in: observe, nodelay, cork, coalesce)"]
+
+
+@pytest.mark.parametrize("name", BUILTIN_POLICIES)
+def test_builtin_names_become_configs_the_shim_accepts(tmp_path, name):
+    path = resolve_policy(name, tmp_path)
+    assert path == (tmp_path / "policy.yaml").resolve()
+    assert path.read_text() == builtin_config(name)
+    assert check_config(path).ok
+
+
+def test_resolve_policy_refuses_unknown_names_and_bad_files(tmp_path):
+    with pytest.raises(ConfigError, match="neither a built-in policy"):
+        resolve_policy("fastest", tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD)
+    with pytest.raises(ConfigError, match=r"bad.yaml:3:19: .* \(and 1 more"):
+        resolve_policy(str(bad), tmp_path)
+
+
+def test_cli_config_check_exit_codes(tmp_path):
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(GOOD)
+    bad.write_text(BAD)
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["config", "check", str(good)])
+    assert ok.exit_code == 0 and "1 rule" in ok.output
+    failed = runner.invoke(cli, ["config", "check", str(bad)])
+    assert failed.exit_code == 2 and "3:19: match.role" in failed.output
+    missing = runner.invoke(cli, ["config", "check", str(tmp_path / "none.yaml")])
+    assert missing.exit_code == 2 and missing.output.strip().endswith("no such file")
+    assert "Traceback" not in missing.output
+
+
+def test_cli_record_with_a_builtin_policy_writes_and_names_it(tmp_path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["record", "-o", str(out), "--policy", "cork", "--", "true"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "record.json").read_text())
+    assert manifest["policy"] == "cork"
+    assert (out / "policy.yaml").read_text() == builtin_config("cork")
+
+
+def test_cli_record_refuses_a_bad_policy_before_running(tmp_path):
+    marker = tmp_path / "ran"
+    result = CliRunner().invoke(cli, ["record", "-o", str(tmp_path / "o"), "--policy", "fastest", "--",
+                                      "touch", str(marker)])
+    assert result.exit_code == 2 and "neither a built-in policy" in result.output
+    assert not marker.exists()

@@ -1,0 +1,120 @@
+"""Policies on the project's own burst client: each one does what
+docs/policy-config.md says, the bytes arrive intact (the server answers only
+complete requests), and the trace tells which rule ran and what it did."""
+import pytest
+
+from testlib import client_json, load_traces, prog, run, shim_env, sockets
+
+ROUNDS, WRITES, SIZE = 100, 15, 2
+
+
+def config_file(tmp_path, text):
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    return path
+
+
+def builtin(tmp_path, name):
+    return config_file(tmp_path, f"version: 1\nrules:\n  - name: {name}-rule\n    policy: {name}\n")
+
+
+def run_client(tmp_path, port, config, *args):
+    out = tmp_path / "traces"
+    out.mkdir(exist_ok=True)
+    env = shim_env(out, TCPADVISE_CONFIG=str(config))
+    result = run([prog("burst"), "client", "--port", str(port), "--rounds", str(ROUNDS), *args], env=env)
+    did = client_json(result)[0]
+    (sock,) = sockets(load_traces(out)[did["pid"]], "client")
+    return did, sock, result
+
+
+@pytest.mark.parametrize("name", ["nodelay", "cork", "coalesce"])
+def test_policy_removes_the_delayed_ack_stall(tmp_path, server_factory, name):
+    server = server_factory()
+    did, sock, _ = run_client(tmp_path, server.port, builtin(tmp_path, name))
+    assert did["rounds"] == ROUNDS and sock["reads"]["bytes"] == ROUNDS * 2  # every request answered
+    assert sock["writes"]["calls"] == ROUNDS * WRITES  # the trace counts the application's writes
+    assert sock["policy"]["rule"] == f"{name}-rule"
+    # Without a policy each round waits for the 40 ms delayed ACK.
+    assert did["round_us_median"] < 5000, did
+    segments = sock["tcp_info"]["data_segs_out"]
+    if name == "nodelay":
+        assert segments >= ROUNDS * WRITES
+    else:
+        # One segment per request: the burst leaves as one.
+        assert segments <= ROUNDS + 5, segments
+        counters = sock["policy"]["counters"]
+        assert counters["flushes"].get("read", 0) >= ROUNDS - 1
+        if name == "coalesce":
+            assert counters["bytes_held"] == ROUNDS * WRITES * SIZE
+            assert counters["max_bytes_held"] == WRITES * SIZE
+        else:
+            assert counters["corks"] == ROUNDS
+
+
+def test_observe_rule_changes_nothing_but_names_the_rule(tmp_path, server_factory):
+    server = server_factory()
+    did, sock, _ = run_client(tmp_path, server.port, builtin(tmp_path, "observe"), "--rounds", "5")
+    assert did["round_us_median"] > 20000  # the stall is still there
+    assert sock["policy"]["rule"] == "observe-rule"
+    assert sock["policy"]["counters"]["flushes"] == {}
+
+
+def test_rules_match_on_peer_port_first_match_wins(tmp_path, server_factory):
+    server = server_factory()
+    config = config_file(tmp_path, f"""version: 1
+rules:
+  - name: other-service
+    match: {{peer_port: {server.port + 1}}}
+    policy: nodelay
+  - name: this-service
+    match: {{role: client, peer: 127.0.0.0/8, peer_port: {server.port}}}
+    policy: {{coalesce: {{max_bytes: 16}}, sndbuf: 32768}}
+""")
+    did, sock, _ = run_client(tmp_path, server.port, config)
+    assert sock["policy"]["rule"] == "this-service"
+    assert sock["policy"]["settings"]["coalesce"]["max_bytes"] == 16
+    assert sock["policy"]["counters"]["flushes"]["limit"] >= ROUNDS  # 30-byte bursts overflow 16 bytes
+    assert sock["policy"]["counters"]["max_bytes_held"] <= 16
+    assert sock["options"]["sndbuf"] == 2 * 32768  # the kernel doubles SO_SNDBUF
+    assert did["rounds"] == ROUNDS
+
+
+def test_application_setting_wins_and_is_recorded(tmp_path, server_factory):
+    server = server_factory()
+    config = config_file(tmp_path, "version: 1\nrules:\n  - policy: {nodelay: true, cork: {}}\n")
+    did, sock, _ = run_client(tmp_path, server.port, config, "--cork")
+    assert sock["options_set"]["TCP_CORK"] == 0  # the client corks and uncorks each request itself
+    assert sock["policy"]["counters"]["corks"] <= 1  # the policy stepped aside
+    assert any("TCP_CORK" in c for c in sock["policy"]["conflicts"])
+    assert did["round_us_median"] < 5000
+
+
+def test_bad_config_warns_once_and_observes(tmp_path, server_factory):
+    server = server_factory()
+    config = config_file(tmp_path, "version: 1\nrules:\n  - policy: fastest\n")
+    did, sock, result = run_client(tmp_path, server.port, config, "--rounds", "3", "--nodelay")
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("tcpadvise: warning:")]
+    assert len(warnings) == 1 and "unknown policy 'fastest'" in warnings[0], result.stderr
+    assert "policy" not in sock
+    assert did["rounds"] == 3
+
+
+def test_missing_config_warns_once_and_observes(tmp_path, server_factory):
+    server = server_factory()
+    did, sock, result = run_client(tmp_path, server.port, tmp_path / "absent.yaml", "--rounds", "3", "--nodelay")
+    assert result.stderr.count("tcpadvise: warning:") == 1 and "cannot read the file" in result.stderr
+    assert "policy" not in sock
+
+
+def test_coalesce_deadline_sends_without_a_read(tmp_path, server_factory):
+    """A burst the program never follows with a read still leaves within the
+    deadline: the server answers it, which the client then reads."""
+    server = server_factory()
+    config = config_file(tmp_path, "version: 1\nrules:\n  - policy: {coalesce: {max_delay_us: 300}}\n")
+    # --think makes the client sleep between its last write and its read.
+    did, sock, _ = run_client(tmp_path, server.port, config, "--rounds", "20", "--think-us", "20000")
+    counters = sock["policy"]["counters"]
+    assert counters["flushes"].get("deadline", 0) >= 18, counters
+    assert counters["longest_hold_ns"] < 20e6  # never held for the whole think time
+    assert did["rounds"] == 20
