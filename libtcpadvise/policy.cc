@@ -25,10 +25,10 @@ std::atomic<int> g_held_count{0};
 namespace {
 
 // The held set: sockets holding bytes or a cork. Lock order: a socket's
-// mutex, then g_set_mutex; ReleaseAll copies the set and lets go of
-// g_set_mutex before it takes any socket's mutex.
+// lock, then g_set_lock; ReleaseAll copies the set and lets go of g_set_lock
+// before it takes any socket's lock.
 constexpr int kMaxHeldSockets = 4096;
-pthread_mutex_t g_set_mutex = PTHREAD_MUTEX_INITIALIZER;
+SpinLock g_set_lock;
 PolicyState* g_held_set[kMaxHeldSockets];
 int g_held_set_size = 0;
 
@@ -46,6 +46,16 @@ thread_local PolicyState* t_inside = nullptr;
 thread_local bool t_in_shared = false;
 
 bool InterruptedShim() { return t_inside != nullptr || t_in_shared; }
+
+void LockShared(SpinLock* l) {
+  t_in_shared = true;
+  l->Lock();
+}
+
+void UnlockShared(SpinLock* l) {
+  l->Unlock();
+  t_in_shared = false;
+}
 
 void LockShared(pthread_mutex_t* m) {
   t_in_shared = true;
@@ -79,13 +89,13 @@ void StartFlusher();
 
 void AddToHeldSet(PolicyState* p) {
   if (p->in_held_set) return;
-  LockShared(&g_set_mutex);
+  LockShared(&g_set_lock);
   if (g_held_set_size < kMaxHeldSockets) {
     g_held_set[g_held_set_size++] = p;
     p->in_held_set = true;
     g_held_count.fetch_add(1, std::memory_order_relaxed);
   }
-  UnlockShared(&g_set_mutex);
+  UnlockShared(&g_set_lock);
   if (!g_flusher_started.load(std::memory_order_relaxed)) StartFlusher();
   if (g_flusher_idle.load(std::memory_order_relaxed)) {
     LockShared(&g_flusher_mutex);
@@ -96,7 +106,7 @@ void AddToHeldSet(PolicyState* p) {
 
 void RemoveFromHeldSet(PolicyState* p) {
   if (!p->in_held_set) return;
-  LockShared(&g_set_mutex);
+  LockShared(&g_set_lock);
   for (int i = 0; i < g_held_set_size; ++i) {
     if (g_held_set[i] == p) {
       g_held_set[i] = g_held_set[--g_held_set_size];
@@ -105,10 +115,12 @@ void RemoveFromHeldSet(PolicyState* p) {
     }
   }
   p->in_held_set = false;
-  UnlockShared(&g_set_mutex);
+  UnlockShared(&g_set_lock);
 }
 
-bool HoldsSomething(const PolicyState* p) { return p->held.load(std::memory_order_relaxed) != 0 || p->corked; }
+bool HoldsSomething(const PolicyState* p) {
+  return p->held.load(std::memory_order_relaxed) != 0 || p->corked.load(std::memory_order_relaxed);
+}
 
 // ---- locking ----
 
@@ -117,12 +129,12 @@ bool HoldsSomething(const PolicyState* p) { return p->held.load(std::memory_orde
 bool Enter(PolicyState* p) {
   if (InterruptedShim()) return false;
   t_inside = p;
-  pthread_mutex_lock(&p->mutex);
+  p->lock.Lock();
   return true;
 }
 
 void Leave(PolicyState* p) {
-  pthread_mutex_unlock(&p->mutex);
+  p->lock.Unlock();
   t_inside = nullptr;
 }
 
@@ -262,7 +274,7 @@ void FlushForExit(PolicyState* p, int fd, FlushCause cause) {
 void Uncork(PolicyState* p, int fd, FlushCause cause) {
   const int zero = 0;
   Real(g_real.setsockopt)(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero));
-  p->corked = false;
+  p->corked.store(false, std::memory_order_relaxed);
   CountersOf(p).flushes[static_cast<int>(cause)].Increment();
   const uint64_t corked_for = ReadTicks() - p->cork_start;
   if (corked_for > CountersOf(p).longest_hold_ticks.Get()) CountersOf(p).longest_hold_ticks.Set(corked_for);
@@ -272,7 +284,7 @@ void Uncork(PolicyState* p, int fd, FlushCause cause) {
 void ReleaseLocked(PolicyState* p, FlushCause cause, bool may_block, bool exiting) {
   const int fd = p->fd.load(std::memory_order_relaxed);
   if (fd < 0) return;
-  if (p->corked) Uncork(p, fd, cause);
+  if (p->corked.load(std::memory_order_relaxed)) Uncork(p, fd, cause);
   if (p->held.load(std::memory_order_relaxed) != 0) {
     if (exiting) {
       FlushForExit(p, fd, cause);
@@ -356,10 +368,10 @@ ssize_t CoalesceWrite(PolicyState* p, int fd, const iovec* iov, int iovcnt, int 
 // ---- the deadline thread ----
 
 int CopyHeldSet(PolicyState** copy) {
-  LockShared(&g_set_mutex);
+  LockShared(&g_set_lock);
   const int n = g_held_set_size;
   memcpy(copy, g_held_set, sizeof(copy[0]) * static_cast<size_t>(n));
-  UnlockShared(&g_set_mutex);
+  UnlockShared(&g_set_lock);
   return n;
 }
 
@@ -368,13 +380,13 @@ void ReleaseExpired(uint64_t now) {
   const int n = CopyHeldSet(copy);
   for (int i = 0; i < n; ++i) {
     PolicyState* p = copy[i];
-    if (pthread_mutex_trylock(&p->mutex) != 0) continue;  // busy: its own call is in progress
+    if (!p->lock.TryLock()) continue;  // busy: its own call is in progress
     const PolicySettings& s = *p->settings;
-    const bool cork_due = p->corked && now - p->cork_start >= TicksFromUs(s.cork_delay_us);
+    const bool cork_due = p->corked.load(std::memory_order_relaxed) && now - p->cork_start >= TicksFromUs(s.cork_delay_us);
     const bool hold_due = p->held.load(std::memory_order_relaxed) != 0 &&
                           now - p->hold_start >= TicksFromUs(s.coalesce_delay_us);
     if (cork_due || hold_due) ReleaseLocked(p, FlushCause::kDeadline, false, false);
-    pthread_mutex_unlock(&p->mutex);
+    p->lock.Unlock();
   }
 }
 
@@ -496,7 +508,7 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   p->overflow_length.store(0, std::memory_order_relaxed);
   p->nonblocking_ok = true;
   p->pending_errno = 0;
-  p->corked = false;
+  p->corked.store(false, std::memory_order_relaxed);
   p->app_corks = false;
   if (p->capacity != 0 && settings.coalesce_max_bytes != 0 && p->capacity != settings.coalesce_max_bytes) {
     PrivateFree(p->buffer);
@@ -510,6 +522,8 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
 ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int flags, bool special,
                     ssize_t (*passthrough)(void*), void* context) {
   PolicyState* p = s->stats.policy;
+  // The writes after a burst's first find the socket corked: nothing to do.
+  if (p->corked.load(std::memory_order_relaxed)) return passthrough(context);
   if (!Enter(p)) {
     // A signal handler: queue behind the interrupted call on the same socket;
     // elsewhere write directly (documented limit).
@@ -521,10 +535,10 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int fl
   if (p->settings->coalesce) {
     result = CoalesceWrite(p, fd, iov, iovcnt, flags, special, passthrough, context);
   } else {
-    if (!p->corked && !p->app_corks) {
+    if (!p->corked.load(std::memory_order_relaxed) && !p->app_corks) {
       ErrnoSaver errno_saver;
       SetIntOption(fd, IPPROTO_TCP, TCP_CORK, 1);
-      p->corked = true;
+      p->corked.store(true, std::memory_order_relaxed);
       p->cork_start = ReadTicks();
       CountersOf(p).corks.Increment();
       AddToHeldSet(p);
@@ -567,7 +581,7 @@ void OnApplicationCork(SocketState* s, int fd) {
   if (p == nullptr || !p->settings->cork || !Enter(p)) return;
   // The application's own setting has already reached the kernel: it wins.
   p->app_corks = true;
-  p->corked = false;
+  p->corked.store(false, std::memory_order_relaxed);
   p->fd.store(fd, std::memory_order_relaxed);
   RemoveFromHeldSet(p);
   Leave(p);
@@ -580,7 +594,7 @@ void AfterReadPolicy(SocketState* s, int fd) {
 }
 
 void ResetPolicyInChild(PolicyState* p) {
-  pthread_mutex_init(&p->mutex, nullptr);
+  p->lock.Reset();
   t_inside = nullptr;
   t_in_shared = false;
 }
@@ -593,7 +607,7 @@ void PolicyFdClosed(SocketState* s, int closed_fd, int other_fd) {
 }
 
 void DropHeldInChild() {
-  pthread_mutex_init(&g_set_mutex, nullptr);
+  g_set_lock.Reset();
   pthread_mutex_init(&g_flusher_mutex, nullptr);
   pthread_cond_init(&g_flusher_wake, nullptr);
   for (int i = 0; i < g_held_set_size; ++i) {

@@ -7,6 +7,7 @@
 #define TCPADVISE_POLICY_H_
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -26,10 +27,29 @@ extern const PolicyConfig* g_policy_config;
 // the shim); on any mistake it warns once and leaves the shim observing.
 void LoadPolicyConfig(const char* path);
 
+// SpinLock guards a policy's state: a write takes it for a memcpy, so an
+// uncontended lock must cost next to nothing (a pthread mutex doubles the
+// cost of a coalesced write); a waiter yields its CPU while the holder runs.
+class SpinLock {
+ public:
+  void Lock() {
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      while (locked_.load(std::memory_order_relaxed)) sched_yield();
+    }
+  }
+  bool TryLock() { return !locked_.exchange(true, std::memory_order_acquire); }
+  void Unlock() { locked_.store(false, std::memory_order_release); }
+  // SpinLock::Reset frees the lock in a fork child, whoever held it in the parent.
+  void Reset() { locked_.store(false, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
 // PolicyState is the run-time state of a cork or coalesce policy on one live
-// socket, guarded by its mutex.
+// socket, guarded by its lock.
 struct PolicyState {
-  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  SpinLock lock;
   const PolicySettings* settings = nullptr;
   SocketState* socket = nullptr;
   // An open fd of the socket, for flushes that do not come from a call on it.
@@ -49,8 +69,8 @@ struct PolicyState {
   // shim for this socket; sent by the interrupted call before it returns.
   char* overflow = nullptr;
   std::atomic<uint32_t> overflow_length{0};
-  // cork
-  bool corked = false;
+  // cork; corked is read without the lock by the writes that follow the first
+  std::atomic<bool> corked{false};
   bool app_corks = false;
   uint64_t cork_start = 0;
 };
@@ -84,8 +104,8 @@ void AfterReadPolicy(SocketState* s, int fd);
 // the one it used is closed while dups remain.
 void PolicyFdClosed(SocketState* s, int closed_fd, int other_fd);
 
-// ResetPolicyInChild reinitialises a socket's policy mutex in a fork child
-// (a parent thread may have held it at the fork).
+// ResetPolicyInChild frees a socket's policy lock in a fork child (a parent
+// thread may have held it at the fork).
 void ResetPolicyInChild(PolicyState* p);
 
 // DropHeldInChild forgets, in a fork child, the bytes the parent holds (the
