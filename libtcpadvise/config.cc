@@ -48,15 +48,14 @@ static uint16_t PortOf(const sockaddr* a) {
   return 0;
 }
 
+bool Matches(const PolicyMatch& m, const MatchInput& s) {
+  return (m.program[0] == '\0' || fnmatch(m.program, s.program, 0) == 0) && (m.role == 0 || m.role == s.role) &&
+         PortMatches(m.local_port, s.local_port) && PortMatches(m.peer_port, PortOf(s.peer)) && PeerMatches(m, s.peer);
+}
+
 int MatchRule(const PolicyConfig& config, const MatchInput& s) {
   for (int i = 0; i < config.rule_count; ++i) {
-    const PolicyMatch& m = config.rules[i].match;
-    if (m.program[0] != '\0' && fnmatch(m.program, s.program, 0) != 0) continue;
-    if (m.role != 0 && m.role != s.role) continue;
-    if (!PortMatches(m.local_port, s.local_port)) continue;
-    if (!PortMatches(m.peer_port, PortOf(s.peer))) continue;
-    if (!PeerMatches(m, s.peer)) continue;
-    return i;
+    if (!config.rules[i].experiment_arm && Matches(config.rules[i].match, s)) return i;
   }
   return -1;
 }

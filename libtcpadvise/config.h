@@ -60,12 +60,45 @@ struct PolicyRule {
   char name[kMaxNameLength] = "";
   PolicyMatch match;
   PolicySettings settings;
+  // Set for the rules that stand for an experiment's arms: they are chosen
+  // by the experiment's draw, never by matching.
+  bool experiment_arm = false;
+};
+
+// kMaxArms bounds an experiment.
+constexpr int kMaxArms = 8;
+
+// ExperimentArm is one policy under test; the first arm is the control.
+struct ExperimentArm {
+  char name[kMaxNameLength] = "";
+  double weight = 1;
+  int rule = -1;  // the rule (in PolicyConfig::rules) that carries its policy
+};
+
+// Guardrail bounds how much worse than control an arm may do before it stops
+// receiving new connections; a negative bound is not checked.
+struct Guardrail {
+  double max_error_rate_increase = -1;  // errors per call, arm minus control
+  double max_p99_ratio = -1;            // turn p99, arm over control
+  uint32_t min_connections = 20;        // in each of the two, before judging
+};
+
+// ExperimentConfig splits the matching connections between arms at random.
+struct ExperimentConfig {
+  bool enabled = false;
+  char name[kMaxNameLength] = "";
+  uint64_t seed = 0;
+  PolicyMatch match;
+  int arm_count = 0;
+  ExperimentArm arms[kMaxArms];
+  Guardrail guardrail;
 };
 
 // PolicyConfig is a whole parsed file.
 struct PolicyConfig {
   int rule_count = 0;
-  PolicyRule rules[kMaxRules];
+  PolicyRule rules[kMaxRules + kMaxArms];
+  ExperimentConfig experiment;
   char output_dir[1024] = "";  // empty: not given
   double output_interval_s = -1;  // negative: not given
 };
@@ -78,7 +111,11 @@ struct MatchInput {
   const sockaddr* peer = nullptr;  // IPv4 or IPv6
 };
 
-// MatchRule returns the index of the first rule matching the socket, or -1.
+// Matches tells whether one rule's (or an experiment's) conditions hold.
+bool Matches(const PolicyMatch& match, const MatchInput& socket);
+
+// MatchRule returns the index of the first rule matching the socket, or -1;
+// experiment arms are never matched.
 int MatchRule(const PolicyConfig& config, const MatchInput& socket);
 
 // ParsePeerPrefix reads "addr" or "addr/bits" (IPv4 or IPv6) into match;

@@ -31,11 +31,21 @@ int main(int argc, char** argv) {
     }
     return 2;
   }
-  printf("%s: %d rule%s\n", argv[1], config.rule_count, config.rule_count == 1 ? "" : "s");
-  for (int i = 0; i < config.rule_count; ++i) {
-    char policy[128];
+  const tcpadvise::ExperimentConfig& e = config.experiment;
+  const int rules = config.rule_count - e.arm_count;
+  printf("%s: %d rule%s%s\n", argv[1], rules, rules == 1 ? "" : "s", e.enabled ? ", 1 experiment" : "");
+  char policy[128];
+  for (int i = 0; i < rules; ++i) {
     Describe(config.rules[i].settings, policy, sizeof(policy));
     printf("  %d. %s:%s\n", i + 1, config.rules[i].name, policy);
+  }
+  if (e.enabled) {
+    printf("  experiment %s (seed %llu), arms (the first is the control):\n", e.name,
+           static_cast<unsigned long long>(e.seed));
+    for (int i = 0; i < e.arm_count; ++i) {
+      Describe(config.rules[e.arms[i].rule].settings, policy, sizeof(policy));
+      printf("    %s, weight %g:%s\n", e.arms[i].name, e.arms[i].weight, policy);
+    }
   }
   return 0;
 }

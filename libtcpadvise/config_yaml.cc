@@ -21,7 +21,7 @@ class Parser {
 
   void Parse(const YAML::Node& root) {
     if (!root.IsMap()) return Error(root, "expected a mapping with version and rules");
-    CheckKeys(root, {"version", "output", "rules"});
+    CheckKeys(root, {"version", "output", "rules", "experiment"});
     const YAML::Node version = root["version"];
     if (!version) {
       Error(root, "missing 'version: 1'");
@@ -30,12 +30,16 @@ class Parser {
     }
     if (const YAML::Node output = root["output"]) ParseOutput(output);
     const YAML::Node rules = root["rules"];
-    if (!rules) return Error(root, "missing 'rules': a list of {match, policy}");
-    if (!rules.IsSequence()) return Error(rules, "'rules' must be a list");
-    if (rules.size() > static_cast<size_t>(kMaxRules)) {
-      return Error(rules, "too many rules (at most " + std::to_string(kMaxRules) + ")");
+    const YAML::Node experiment = root["experiment"];
+    if (!rules && !experiment) return Error(root, "missing 'rules': a list of {match, policy}");
+    if (rules) {
+      if (!rules.IsSequence()) return Error(rules, "'rules' must be a list");
+      if (rules.size() > static_cast<size_t>(kMaxRules)) {
+        return Error(rules, "too many rules (at most " + std::to_string(kMaxRules) + ")");
+      }
+      for (const YAML::Node& rule : rules) ParseRule(rule, config_->rules[config_->rule_count++]);
     }
-    for (const YAML::Node& rule : rules) ParseRule(rule, config_->rules[config_->rule_count++]);
+    if (experiment) ParseExperiment(experiment);
   }
 
   // Parser::Errors lists the mistakes in the order they stand in the file.
@@ -195,6 +199,85 @@ class Parser {
     }
     if (node.IsNull()) return true;
     return Bool(node, what);
+  }
+
+  void ParseExperiment(const YAML::Node& node) {
+    ExperimentConfig& e = config_->experiment;
+    if (!node.IsMap()) return Error(node, "'experiment' must be a mapping with name, seed, match and arms");
+    CheckKeys(node, {"name", "seed", "match", "arms", "guardrail"});
+    e.enabled = true;
+    if (const YAML::Node name = node["name"]) {
+      strcpy(e.name, String(name, "experiment.name", sizeof(e.name)).c_str());
+    } else {
+      Error(node, "missing experiment 'name'");
+    }
+    if (const YAML::Node seed = node["seed"]) {
+      e.seed = static_cast<uint64_t>(Int(seed, "experiment.seed", 0, INT64_MAX));
+    } else {
+      Error(node, "missing experiment 'seed' (a whole number: the same seed gives the same draws)");
+    }
+    if (const YAML::Node match = node["match"]) ParseMatch(match, e.match);
+    const YAML::Node arms = node["arms"];
+    if (!arms || !arms.IsSequence() || arms.size() < 2 || arms.size() > static_cast<size_t>(kMaxArms)) {
+      return Error(arms ? arms : node, "experiment 'arms' must be a list of 2 to " + std::to_string(kMaxArms) +
+                                           " {name, weight, policy}; the first is the control");
+    }
+    for (const YAML::Node& arm : arms) {
+      ExperimentArm& a = e.arms[e.arm_count++];
+      if (!arm.IsMap()) {
+        Error(arm, "each arm must be a mapping with name, weight and policy");
+        continue;
+      }
+      CheckKeys(arm, {"name", "weight", "policy"});
+      if (const YAML::Node name = arm["name"]) {
+        strcpy(a.name, String(name, "arm name", sizeof(a.name)).c_str());
+      } else {
+        Error(arm, "missing arm 'name'");
+      }
+      for (int i = 0; i + 1 < e.arm_count; ++i) {
+        if (strcmp(e.arms[i].name, a.name) == 0) Error(arm, std::string("two arms are named '") + a.name + "'");
+      }
+      if (const YAML::Node weight = arm["weight"]) {
+        if (!weight.IsScalar() || !YAML::convert<double>::decode(weight, a.weight) || !(a.weight > 0)) {
+          Error(weight, "arm weight must be a positive number");
+        }
+      }
+      a.rule = config_->rule_count++;
+      PolicyRule& rule = config_->rules[a.rule];
+      rule.experiment_arm = true;
+      // "experiment/arm", cut to fit: names are labels, not keys.
+      const std::string label = std::string(e.name) + "/" + a.name;
+      strcpy(rule.name, label.substr(0, sizeof(rule.name) - 1).c_str());
+      const YAML::Node policy = arm["policy"];
+      if (!policy) {
+        Error(arm, "missing arm 'policy'");
+      } else {
+        ParsePolicy(policy, rule.settings);
+      }
+    }
+    if (const YAML::Node guard = node["guardrail"]) {
+      if (!guard.IsMap()) return Error(guard, "'guardrail' must be a mapping");
+      CheckKeys(guard, {"max_error_rate_increase", "max_p99_ratio", "min_connections"});
+      Guardrail& g = e.guardrail;
+      if (const YAML::Node v = guard["max_error_rate_increase"]) g.max_error_rate_increase = Fraction(v, "max_error_rate_increase");
+      if (const YAML::Node v = guard["max_p99_ratio"]) {
+        if (!v.IsScalar() || !YAML::convert<double>::decode(v, g.max_p99_ratio) || !(g.max_p99_ratio >= 1)) {
+          Error(v, "guardrail.max_p99_ratio must be a number of at least 1");
+        }
+      }
+      if (const YAML::Node v = guard["min_connections"]) {
+        g.min_connections = static_cast<uint32_t>(Int(v, "guardrail.min_connections", 1, 1000000));
+      }
+    }
+  }
+
+  double Fraction(const YAML::Node& node, const char* what) {
+    double value = -1;
+    if (!node.IsScalar() || !YAML::convert<double>::decode(node, value) || value < 0 || value > 1) {
+      Error(node, std::string("guardrail.") + what + " must be a number from 0 to 1");
+      return -1;
+    }
+    return value;
   }
 
   void ParseRule(const YAML::Node& rule, PolicyRule& r) {

@@ -28,4 +28,18 @@ HistogramSummary SummarizeBuckets(const Counter* buckets, int n) {
   return s;
 }
 
+double BucketPercentile(const Counter* buckets, int n, double q) {
+  const HistogramSummary s = SummarizeBuckets(buckets, n);
+  if (s.count == 0) return 0;
+  const double rank = q * static_cast<double>(s.count);
+  double seen = 0;
+  for (int b = 0; b < n; ++b) {
+    seen += static_cast<double>(buckets[b].Get());
+    if (buckets[b].Get() != 0 && seen >= rank) {
+      return (static_cast<double>(HistogramBucketLow(b)) + static_cast<double>(HistogramBucketHigh(b) - 1)) / 2;
+    }
+  }
+  return static_cast<double>(s.max);
+}
+
 }  // namespace tcpadvise

@@ -39,6 +39,10 @@ struct HistogramSummary {
 // SummarizeBuckets computes a HistogramSummary over n buckets.
 HistogramSummary SummarizeBuckets(const Counter* buckets, int n);
 
+// BucketPercentile estimates the q-quantile (0..1) of n buckets: the middle of
+// the bucket that holds it; 0 when empty.
+double BucketPercentile(const Counter* buckets, int n, double q);
+
 // Histogram records values up to 2^(kMaxMsb+1); larger ones are clamped into
 // the last bucket.
 template <int kMaxMsb>
@@ -58,6 +62,9 @@ class Histogram {
   void Reset() {
     for (Counter& b : buckets_) b.Set(0);
   }
+
+  // Histogram::Percentile estimates the q-quantile (see BucketPercentile).
+  double Percentile(double q) const { return BucketPercentile(buckets_, kBuckets, q); }
 
   // Histogram::Summary derives count, bounds and an estimated sum.
   HistogramSummary Summary() const { return SummarizeBuckets(buckets_, kBuckets); }

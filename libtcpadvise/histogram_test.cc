@@ -61,5 +61,17 @@ TEST(HistogramTest, MergeAddsBucketsAndResetEmpties) {
   EXPECT_EQ(a.count(), 0u);
 }
 
+TEST(HistogramTest, PercentileIsTheMiddleOfTheBucketHoldingIt) {
+  BytesHistogram h;
+  EXPECT_EQ(h.Percentile(0.5), 0);
+  for (int i = 0; i < 90; ++i) h.Record(3);
+  for (int i = 0; i < 10; ++i) h.Record(1000);
+  EXPECT_EQ(h.Percentile(0.5), 3);
+  EXPECT_EQ(h.Percentile(0.9), 3);
+  const double p99 = h.Percentile(0.99);
+  EXPECT_GT(p99, 1000 * 0.85);
+  EXPECT_LT(p99, 1000 * 1.15);
+}
+
 }  // namespace
 }  // namespace tcpadvise

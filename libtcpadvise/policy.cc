@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "errno_saver.h"
+#include "experiment.h"
 #include "private_alloc.h"
 #include "raw_log.h"
 #include "real_libc.h"
@@ -446,6 +447,17 @@ void SetIntOption(int fd, int level, int name, int value) {
   Real(g_real.setsockopt)(fd, level, name, &value, sizeof(value));
 }
 
+void ApplyUnlessSet(SocketState* s, int fd, bool wanted, AppOption option, uint64_t conflict, int level, int name,
+                    int value) {
+  if (!wanted) return;
+  if (s->options_set_mask & (1u << static_cast<int>(option))) {
+    Counter& conflicts = s->stats.policy_counters.conflicts;
+    conflicts.Set(conflicts.Get() | conflict);
+    return;
+  }
+  SetIntOption(fd, level, name, value);
+}
+
 }  // namespace
 
 void LoadPolicyConfig(const char* path) {
@@ -482,21 +494,25 @@ void LoadPolicyConfig(const char* path) {
 void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   if (g_policy_config == nullptr) return;
   MatchInput in;
-  in.program = program_invocation_short_name;
+  in.program = g_runtime.program;
   in.role = s->id.role == Role::kClient ? 1 : s->id.role == Role::kServer ? 2 : 0;
   const sockaddr_storage& local = s->id.local;
   in.local_port = local.ss_family == AF_INET    ? ntohs(reinterpret_cast<const sockaddr_in&>(local).sin_port)
                   : local.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6&>(local).sin6_port)
                                                 : 0;
   in.peer = peer;
-  const int rule = MatchRule(*g_policy_config, in);
+  const ExperimentConfig& experiment = g_policy_config->experiment;
+  const int rule = experiment.enabled && Matches(experiment.match, in)
+                       ? experiment.arms[DrawArm(experiment)].rule
+                       : MatchRule(*g_policy_config, in);
   s->id.rule = static_cast<int16_t>(rule);
   if (rule < 0) return;
   const PolicySettings& settings = g_policy_config->rules[rule].settings;
   ErrnoSaver errno_saver;
-  if (settings.nodelay) SetIntOption(fd, IPPROTO_TCP, TCP_NODELAY, 1);
-  if (settings.sndbuf) SetIntOption(fd, SOL_SOCKET, SO_SNDBUF, settings.sndbuf);
-  if (settings.rcvbuf) SetIntOption(fd, SOL_SOCKET, SO_RCVBUF, settings.rcvbuf);
+  // An option the application set before the rule was chosen stays its own.
+  ApplyUnlessSet(s, fd, settings.nodelay, AppOption::kNodelay, kConflictNodelay, IPPROTO_TCP, TCP_NODELAY, 1);
+  ApplyUnlessSet(s, fd, settings.sndbuf != 0, AppOption::kSndbuf, kConflictSndbuf, SOL_SOCKET, SO_SNDBUF, settings.sndbuf);
+  ApplyUnlessSet(s, fd, settings.rcvbuf != 0, AppOption::kRcvbuf, kConflictRcvbuf, SOL_SOCKET, SO_RCVBUF, settings.rcvbuf);
   if (!settings.cork && !settings.coalesce) return;
   if (s->policy_state == nullptr) s->policy_state = PrivateNew<PolicyState>();
   PolicyState* p = s->policy_state;

@@ -133,6 +133,9 @@ void RuntimeStart() {
   if (warning != nullptr) RawWarning("%s", warning);
   g_runtime.tick_rate.Start();
   g_runtime.start_unix_ns = RealtimeNs();
+  if (program_invocation_short_name != nullptr && program_invocation_short_name[0] != '\0') {
+    strncpy(g_runtime.program, program_invocation_short_name, sizeof(g_runtime.program) - 1);
+  }
   if (!g_table.Init()) {
     RawWarning("cannot set up the socket table; the program runs without tcpadvise");
     return;

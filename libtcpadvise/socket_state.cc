@@ -167,6 +167,7 @@ void SocketState::ResetForReuse() {
   stats.policy = nullptr;
   refs = 0;
   next_free = nullptr;
+  opened_ticks = 0;
   connections = 0;
   inherited = false;
   nonblocking = false;

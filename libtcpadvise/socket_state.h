@@ -139,6 +139,8 @@ struct SocketState {
   int refs = 0;
   // Next entry on the table's free list.
   SocketState* next_free = nullptr;
+  // When the socket was tracked (ticks): an experiment connection's duration.
+  uint64_t opened_ticks = 0;
   // Connections folded into a group; 1 for a live socket.
   uint64_t connections = 0;
   // The policy's run-time state (buffer, lock), allocated the first time the

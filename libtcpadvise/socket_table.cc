@@ -3,7 +3,10 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include "clock.h"
+#include "experiment.h"
 #include "policy.h"
+#include "runtime.h"
 #include "private_alloc.h"
 
 namespace tcpadvise {
@@ -51,6 +54,7 @@ SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {
     s->id = id;
     s->refs = 1;
     s->connections = 1;
+    s->opened_ticks = ReadTicks();
     if (index > max_tracked_fd_.load(std::memory_order_relaxed)) max_tracked_fd_.store(index, std::memory_order_relaxed);
   }
   slots_[index].store(s, std::memory_order_release);
@@ -119,6 +123,13 @@ void SocketTable::Retire(int fd, SocketState* s) {
     ReadKernelOptions(fd, &s->kernel_options);
   }
   if (s->stats.burst_open_writes.Get() != 0) s->CloseBurst();
+  if (g_policy_config != nullptr && g_policy_config->experiment.enabled && s->id.rule >= 0) {
+    const int arm = ArmOfRule(g_policy_config->experiment, s->id.rule);
+    if (arm >= 0) {
+      OnExperimentConnectionClosed(g_policy_config->experiment, arm, *s, ReadTicks(),
+                                   1e9 / g_runtime.tick_rate.TicksPerSecond());
+    }
+  }
   const bool connected = s->id.role == Role::kClient || s->id.role == Role::kServer;
   if (s->stats.Active() || (connected && !s->inherited)) FoldIntoGroup(s);
   s->next_free = free_list_;
@@ -180,6 +191,7 @@ void SocketTable::ResetInChild() {
   }
   group_count_ = 0;
   groups_dropped_ = 0;
+  ResetExperimentInChild();
 }
 
 }  // namespace tcpadvise

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "errno_saver.h"
+#include "experiment.h"
 #include "json_writer.h"
 #include "policy.h"
 #include "raw_log.h"
@@ -328,9 +329,11 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, double ns_per_ti
   w->EndObject();
 }
 
-// ProgramName is argv[0]'s basename, made safe for a file name.
+// ProgramName is argv[0]'s basename as it was when the shim started (a
+// server may rewrite argv[0] into a process title later), made safe for a
+// file name.
 void ProgramName(char* out, size_t size) {
-  const char* name = program_invocation_short_name;
+  const char* name = g_runtime.program;
   if (name == nullptr || name[0] == '\0') name = "unknown";
   size_t i = 0;
   for (; name[i] != '\0' && i + 1 < size; ++i) {
@@ -409,6 +412,9 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   });
   g_table.ForEachGroup([&](SocketState* g) { EmitSocket(w, *g, /*open=*/false, ns_per_tick); });
   w->EndArray();
+  if (g_policy_config != nullptr && g_policy_config->experiment.enabled) {
+    EmitExperiment(w, g_policy_config->experiment, ns_per_tick);
+  }
   w->EndObject();
   return true;
 }

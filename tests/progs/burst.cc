@@ -9,7 +9,7 @@
 //   burst client --port P [--rounds N] [--writes W] [--size S] [--reply R]
 //                [--api write|writev|send|sendto|sendmsg] [--single-writev]
 //                [--nodelay] [--cork] [--threads T] [--fork-rounds N]
-//                [--close-all] [--think-us US] [--host ADDR]
+//                [--close-all] [--think-us US] [--connections K] [--host ADDR]
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -48,6 +48,7 @@ struct Options {
   long fork_rounds = 0;
   bool close_all = false;
   long think_us = 0;  // client: pause between a request and reading its reply
+  int connections = 1;  // client: connections one after another, each doing --rounds
 };
 
 [[noreturn]] void Die(const char* what) {
@@ -61,7 +62,7 @@ struct Options {
           "       burst client --port P [--rounds N] [--writes W] [--size S] [--reply R]\n"
           "                    [--api write|writev|send|sendto|sendmsg] [--single-writev]\n"
           "                    [--nodelay] [--cork] [--threads T] [--fork-rounds N] [--close-all]\n"
-          "                    [--think-us US]\n");
+          "                    [--think-us US] [--connections K]\n");
   exit(2);
 }
 
@@ -90,6 +91,7 @@ Options Parse(int argc, char** argv) {
     else if (a == "--fork-rounds") o.fork_rounds = atol(next());
     else if (a == "--close-all") o.close_all = true;
     else if (a == "--think-us") o.think_us = atol(next());
+    else if (a == "--connections") o.connections = atoi(next());
     else Usage();
   }
   if (o.request < 0) o.request = static_cast<long>(o.writes) * o.size;
@@ -312,6 +314,11 @@ int RunClient(const Options& o) {
       RunRounds(fd, o, o.rounds, &total);
     }
     close(fd);
+    for (int c = 1; c < o.connections; ++c) {
+      fd = Connect(o);
+      RunRounds(fd, o, o.rounds, &total);
+      close(fd);
+    }
   }
   double elapsed = NowUs() - start;
   std::sort(total.round_us.begin(), total.round_us.end());
