@@ -12,6 +12,7 @@ packages=(
   libbenchmark-dev     # bench/
   iproute2 util-linux  # ip, taskset
   python3 python3-pip
+  redis-server redis-tools nginx curl wrk  # tests/realprogs: real servers and clients
 )
 
 missing=()
