@@ -28,7 +28,7 @@ test-cpp:
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-python:
-	TCPADVISE_BUILD=$(BUILD) $(PYTEST) -q tests/advisor tests/e2e
+	TCPADVISE_BUILD=$(BUILD) $(PYTEST) -q tests/advisor tests/e2e tests/realprogs
 
 # The shim and its unit tests built with AddressSanitizer and UBSan; the
 # end-to-end tests preload libasan ahead of the instrumented shim.

@@ -1,5 +1,7 @@
 """The A/B report's logic on experiment blocks built here, and the CLI's
 handling of bad input; the end-to-end runs are in tests/e2e/test_experiments.py."""
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -87,6 +89,17 @@ def test_several_experiments_need_a_choice():
     with pytest.raises(BadInputError, match="--experiment"):
         report_of(*traces)
     assert report_of(*traces, experiment="two")["experiment"] == "two"
+
+
+@pytest.mark.skipif(not shim_path().exists(), reason="needs the built shim and its config checker")
+def test_cli_record_ab_writes_the_experiment_and_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("TCPADVISE_SHIM", str(shim_path()))
+    out = tmp_path / "trial"
+    result = CliRunner().invoke(cli, ["record", "-o", str(out), "--ab", "control=observe,treat=cork", "--seed", "8",
+                                      "--", "true"])
+    assert result.exit_code == 0, result.output
+    assert (out / "policy.yaml").read_text() == experiment_config(parse_arms("control=observe,treat=cork"), 8)
+    assert json.loads((out / "record.json").read_text())["policy"] == str(out / "policy.yaml")
 
 
 def test_cli_errors_are_one_line(tmp_path):

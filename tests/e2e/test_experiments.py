@@ -5,8 +5,9 @@ import json
 
 from click.testing import CliRunner
 
+from tcpadvise.ab import experiment_config, parse_arms
 from tcpadvise.cli import cli
-from testlib import client_json, load_traces, prog, run, shim_env, shim_path
+from testlib import client_json, load_traces, prog, run, shim_env
 
 
 def ab_report(out):
@@ -16,14 +17,15 @@ def ab_report(out):
 
 
 def record(out, ab, *client_args, seed=11):
-    result = CliRunner().invoke(cli, ["record", "-o", str(out), "--ab", ab, "--seed", str(seed), "--",
-                                      prog("burst"), "client", *client_args])
-    assert result.exit_code == 0, result.output
-    return result
+    """What `tcpadvise record --ab AB` runs: the client under the shim with the
+    experiment config the command writes (its own CLI path is tested in
+    tests/advisor/test_ab.py; here the shim may be a sanitizer build)."""
+    config = out / "policy.yaml"
+    config.write_text(experiment_config(parse_arms(ab), seed))
+    run([prog("burst"), "client", *client_args], env=shim_env(out, TCPADVISE_CONFIG=str(config)))
 
 
-def test_small_write_clients_name_coalesce_the_winner(tmp_path, server_factory, monkeypatch):
-    monkeypatch.setenv("TCPADVISE_SHIM", str(shim_path()))
+def test_small_write_clients_name_coalesce_the_winner(tmp_path, server_factory):
     server = server_factory()
     # 40 connections from one client population, each 3 requests of 15 two-byte writes.
     record(tmp_path, "control=observe,treat=coalesce", "--port", str(server.port), "--threads", "40", "--rounds", "3")
@@ -37,8 +39,7 @@ def test_small_write_clients_name_coalesce_the_winner(tmp_path, server_factory, 
     assert report["verdict"] == {**report["verdict"], "outcome": "winner", "winner": "treat"}
 
 
-def test_identical_arms_name_no_winner(tmp_path, server_factory, monkeypatch):
-    monkeypatch.setenv("TCPADVISE_SHIM", str(shim_path()))
+def test_identical_arms_name_no_winner(tmp_path, server_factory):
     server = server_factory()
     # A healthy client (one writev per request) under two arms that do the same thing.
     record(tmp_path, "control=nodelay,same=nodelay", "--port", str(server.port), "--threads", "40",
