@@ -93,7 +93,7 @@ void TrackNew(int fd, const SocketIdentity& id, bool nonblocking) {
     NoteTrackFailure(fd);
     return;
   }
-  s->nonblocking = nonblocking;
+  s->nonblocking.store(nonblocking, std::memory_order_relaxed);
   OnSocketTracked();
 }
 
@@ -189,7 +189,7 @@ int FcntlCommon(int fd, int cmd, int result, unsigned long arg) {
   if (result < 0) return result;
   if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return AfterDup(fd, result);
   if (cmd == F_SETFL && g_table.Lookup(fd) != nullptr) {
-    UpdateTracked(fd, [arg](SocketState* s) { s->nonblocking = (arg & O_NONBLOCK) != 0; });
+    UpdateTracked(fd, [arg](SocketState* s) { s->nonblocking.store((arg & O_NONBLOCK) != 0, std::memory_order_relaxed); });
   }
   return result;
 }

@@ -290,7 +290,7 @@ void ReleaseLocked(PolicyState* p, FlushCause cause, bool may_block, bool exitin
     if (exiting) {
       FlushForExit(p, fd, cause);
     } else {
-      Flush(p, fd, cause, may_block && !p->socket->nonblocking);
+      Flush(p, fd, cause, may_block && !p->socket->nonblocking.load(std::memory_order_relaxed));
     }
   }
   if (!HoldsSomething(p)) RemoveFromHeldSet(p);
@@ -344,7 +344,7 @@ ssize_t CoalesceWrite(PolicyState* p, int fd, const iovec* iov, int iovcnt, int 
     errno = e;
     return -1;
   }
-  const bool nonblocking = p->socket->nonblocking || (flags & MSG_DONTWAIT) != 0;
+  const bool nonblocking = p->socket->nonblocking.load(std::memory_order_relaxed) || (flags & MSG_DONTWAIT) != 0;
   const size_t n = IovecBytes(iov, iovcnt);
   const uint32_t held = p->held.load(std::memory_order_relaxed);
   if (special || iovcnt <= 0 || iovcnt >= IOV_MAX || n == 0 || !EnsureBuffer(p, fd)) {

@@ -170,7 +170,7 @@ void SocketState::ResetForReuse() {
   opened_ticks = 0;
   connections = 0;
   inherited = false;
-  nonblocking = false;
+  nonblocking.store(false, std::memory_order_relaxed);
   options_set_mask = 0;
   for (int32_t& v : options_set) v = 0;
   kernel_options = KernelOptions();
@@ -184,7 +184,7 @@ void SocketState::MergeFrom(const SocketState& closed) {
     id.ClearEphemeralPort();
   }
   connections += closed.connections;
-  nonblocking = closed.nonblocking;
+  nonblocking.store(closed.nonblocking.load(std::memory_order_relaxed), std::memory_order_relaxed);
   options_set_mask |= closed.options_set_mask;
   for (int i = 0; i < static_cast<int>(AppOption::kCount); ++i) {
     if (closed.options_set_mask & (1u << i)) options_set[i] = closed.options_set[i];

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include <atomic>
+
 #include "clock.h"
 #include "counter.h"
 #include "histogram.h"
@@ -149,8 +151,9 @@ struct SocketState {
   // Set in a fork child for the sockets it inherited: those appear in the
   // child's trace only once the child uses them.
   bool inherited = false;
-  // O_NONBLOCK as last set through socket, accept4 or fcntl.
-  bool nonblocking = false;
+  // O_NONBLOCK as last set through socket, accept4 or fcntl; atomic because
+  // a policy reads it while another thread may be in fcntl.
+  std::atomic<bool> nonblocking{false};
   uint8_t options_set_mask = 0;
   int32_t options_set[static_cast<int>(AppOption::kCount)] = {};
   KernelOptions kernel_options;

@@ -260,7 +260,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, double ns_per_ti
   w->Key("options");
   w->BeginObject();
   w->Key("nonblocking");
-  w->Bool(s.nonblocking);
+  w->Bool(s.nonblocking.load(std::memory_order_relaxed));
   if (s.kernel_options.valid) {
     w->Key("nodelay");
     w->Bool(s.kernel_options.nodelay);
