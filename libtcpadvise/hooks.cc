@@ -396,6 +396,11 @@ int Close(int fd) {
 int CloseRange(unsigned int first, unsigned int last, int flags) {
   if ((flags & CLOSE_RANGE_CLOEXEC) == 0 && first <= last) {
     ErrnoSaver errno_saver;
+    const unsigned end = last < g_table.MaxTrackedFd() ? last : g_table.MaxTrackedFd();
+    for (unsigned fd = first; fd <= end; ++fd) {
+      SocketState* s = g_table.Lookup(static_cast<int>(fd));
+      if (s != nullptr && s->stats.policy != nullptr) ReleaseSocket(s, static_cast<int>(fd), FlushCause::kClose);
+    }
     g_table.ReleaseRange(first, last);
   }
   return Real(g_real.close_range)(first, last, flags);
@@ -403,8 +408,11 @@ int CloseRange(unsigned int first, unsigned int last, int flags) {
 
 int Shutdown(int fd, int how) {
   SocketState* s = g_table.Lookup(fd);
-  if (s != nullptr && s->stats.policy != nullptr) ReleaseSocket(s, fd, FlushCause::kShutdown);
-  return Real(g_real.shutdown)(fd, how);
+  if (s == nullptr || s->stats.policy == nullptr) return Real(g_real.shutdown)(fd, how);
+  ReleaseSocket(s, fd, FlushCause::kShutdown);
+  const int result = g_real.shutdown(fd, how);
+  if (result == 0) OnShutdown(s, how);
+  return result;
 }
 
 int Dup(int fd) { return AfterDup(fd, Real(g_real.dup)(fd)); }

@@ -29,7 +29,7 @@ namespace {
 // lock, then g_set_lock; ReleaseAll copies the set and lets go of g_set_lock
 // before it takes any socket's lock.
 constexpr int kMaxHeldSockets = 4096;
-SpinLock g_set_lock;
+pthread_mutex_t g_set_lock = PTHREAD_MUTEX_INITIALIZER;
 PolicyState* g_held_set[kMaxHeldSockets];
 int g_held_set_size = 0;
 
@@ -47,16 +47,6 @@ thread_local PolicyState* t_inside = nullptr;
 thread_local bool t_in_shared = false;
 
 bool InterruptedShim() { return t_inside != nullptr || t_in_shared; }
-
-void LockShared(SpinLock* l) {
-  t_in_shared = true;
-  l->Lock();
-}
-
-void UnlockShared(SpinLock* l) {
-  l->Unlock();
-  t_in_shared = false;
-}
 
 void LockShared(pthread_mutex_t* m) {
   t_in_shared = true;
@@ -125,17 +115,28 @@ bool HoldsSomething(const PolicyState* p) {
 
 // ---- locking ----
 
+void DrainOverflow(PolicyState* p);
+
 // Enter locks p for this thread; false when this thread is already inside
 // the shim's policy code (a signal handler), in which case nothing is locked.
+// What handlers wrote before goes first.
 bool Enter(PolicyState* p) {
   if (InterruptedShim()) return false;
   t_inside = p;
   p->lock.Lock();
+  DrainOverflow(p);
   return true;
 }
 
+// Leave unlocks p after sending what signal handlers wrote meanwhile; a
+// handler that writes after the last look is drained by the next Enter.
 void Leave(PolicyState* p) {
-  p->lock.Unlock();
+  for (;;) {
+    DrainOverflow(p);
+    p->lock.Unlock();
+    if (p->overflow_length.load(std::memory_order_acquire) == 0) break;
+    p->lock.Lock();
+  }
   t_inside = nullptr;
 }
 
@@ -281,40 +282,46 @@ void Uncork(PolicyState* p, int fd, FlushCause cause) {
   if (corked_for > CountersOf(p).longest_hold_ticks.Get()) CountersOf(p).longest_hold_ticks.Set(corked_for);
 }
 
-// ReleaseLocked lets go of what p holds; p's mutex is held.
+// ReleaseLocked lets go of what p holds, signal handlers' writes included;
+// p's lock is held.
 void ReleaseLocked(PolicyState* p, FlushCause cause, bool may_block, bool exiting) {
   const int fd = p->fd.load(std::memory_order_relaxed);
   if (fd < 0) return;
   if (p->corked.load(std::memory_order_relaxed)) Uncork(p, fd, cause);
-  if (p->held.load(std::memory_order_relaxed) != 0) {
+  do {
+    DrainOverflow(p);
+    if (p->held.load(std::memory_order_relaxed) == 0) continue;
     if (exiting) {
       FlushForExit(p, fd, cause);
-    } else {
-      Flush(p, fd, cause, may_block && !p->socket->nonblocking.load(std::memory_order_relaxed));
+    } else if (!Flush(p, fd, cause, may_block && !p->socket->nonblocking.load(std::memory_order_relaxed))) {
+      break;  // the kernel has no room: the deadline thread tries again
     }
-  }
+  } while (p->overflow_length.load(std::memory_order_acquire) != 0 &&
+           p->overflow_ready.load(std::memory_order_acquire) == p->overflow_length.load(std::memory_order_acquire));
   if (!HoldsSomething(p)) RemoveFromHeldSet(p);
 }
 
-// DrainOverflow appends what signal handlers wrote meanwhile, in order; p's
-// mutex is held.
-void DrainOverflow(PolicyState* p, int fd, bool nonblocking) {
-  uint32_t done = 0;
-  for (;;) {
-    const uint32_t length = p->overflow_length.load(std::memory_order_acquire);
-    if (length == done) {
-      uint32_t expected = length;
-      if (p->overflow_length.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) return;
-      continue;
-    }
-    const iovec part = {p->overflow + done, length - done};
-    if (p->held.load(std::memory_order_relaxed) + part.iov_len <= p->capacity && !nonblocking) {
-      Append(p, &part, 1);
-    } else {
-      // The handler's write was reported as accepted: send it even if that waits.
-      SendHeldThen(p, fd, &part, 1, MSG_NOSIGNAL, false, FlushCause::kLimit);
-    }
-    done = length;
+// DrainOverflow moves what signal handlers wrote into the held bytes (or
+// sends it with them), in order, once every reservation is copied; p's lock
+// is held. A handler still copying (on another thread) is left for later.
+void DrainOverflow(PolicyState* p) {
+  const uint32_t length = p->overflow_length.load(std::memory_order_acquire);
+  if (length == 0 || p->overflow_ready.load(std::memory_order_acquire) != length) return;
+  const iovec part = {p->overflow, length};
+  if (p->held.load(std::memory_order_relaxed) + length <= p->capacity) {
+    Append(p, &part, 1);
+  } else {
+    // The handler's write was reported as accepted: send it even if that waits.
+    SendHeldThen(p, p->fd.load(std::memory_order_relaxed), &part, 1, MSG_NOSIGNAL, false, FlushCause::kLimit);
+  }
+  // Reservations made meanwhile land after the drained part: keep them.
+  uint32_t expected = length;
+  if (p->overflow_length.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) {
+    p->overflow_ready.fetch_sub(length, std::memory_order_acq_rel);
+  } else {
+    memmove(p->overflow, p->overflow + length, expected - length);
+    p->overflow_ready.fetch_sub(length, std::memory_order_acq_rel);
+    p->overflow_length.fetch_sub(length, std::memory_order_acq_rel);
   }
 }
 
@@ -330,6 +337,7 @@ ssize_t SignalWrite(PolicyState* p, const iovec* iov, int iovcnt, ssize_t (*pass
     memcpy(p->overflow + at, iov[i].iov_base, iov[i].iov_len);
     at += static_cast<uint32_t>(iov[i].iov_len);
   }
+  p->overflow_ready.fetch_add(static_cast<uint32_t>(n), std::memory_order_acq_rel);
   return static_cast<ssize_t>(n);
 }
 
@@ -347,7 +355,7 @@ ssize_t CoalesceWrite(PolicyState* p, int fd, const iovec* iov, int iovcnt, int 
   const bool nonblocking = p->socket->nonblocking.load(std::memory_order_relaxed) || (flags & MSG_DONTWAIT) != 0;
   const size_t n = IovecBytes(iov, iovcnt);
   const uint32_t held = p->held.load(std::memory_order_relaxed);
-  if (special || iovcnt <= 0 || iovcnt >= IOV_MAX || n == 0 || !EnsureBuffer(p, fd)) {
+  if (special || p->write_shutdown.load(std::memory_order_relaxed) || iovcnt <= 0 || iovcnt >= IOV_MAX || n == 0 || !EnsureBuffer(p, fd)) {
     if (held != 0) {
       if (!Flush(p, fd, FlushCause::kPassthrough, !nonblocking)) {
         errno = EAGAIN;
@@ -382,6 +390,7 @@ void ReleaseExpired(uint64_t now) {
   for (int i = 0; i < n; ++i) {
     PolicyState* p = copy[i];
     if (!p->lock.TryLock()) continue;  // busy: its own call is in progress
+    DrainOverflow(p);
     const PolicySettings& s = *p->settings;
     const bool cork_due = p->corked.load(std::memory_order_relaxed) && now - p->cork_start >= TicksFromUs(s.cork_delay_us);
     const bool hold_due = p->held.load(std::memory_order_relaxed) != 0 &&
@@ -522,6 +531,8 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   p->fd.store(fd, std::memory_order_relaxed);
   p->held.store(0, std::memory_order_relaxed);
   p->overflow_length.store(0, std::memory_order_relaxed);
+  p->overflow_ready.store(0, std::memory_order_relaxed);
+  p->write_shutdown.store(false, std::memory_order_relaxed);
   p->nonblocking_ok = true;
   p->pending_errno = 0;
   p->corked.store(false, std::memory_order_relaxed);
@@ -541,10 +552,13 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int fl
   // The writes after a burst's first find the socket corked: nothing to do.
   if (p->corked.load(std::memory_order_relaxed)) return passthrough(context);
   if (!Enter(p)) {
-    // A signal handler: queue behind the interrupted call on the same socket;
-    // elsewhere write directly (documented limit).
-    return t_inside == p && p->settings->coalesce ? SignalWrite(p, iov, iovcnt, passthrough, context)
-                                                   : passthrough(context);
+    // A signal handler that interrupted its thread inside the shim: its
+    // bytes queue behind what the socket holds (that socket is in the held
+    // set, so a release or the deadline thread sends them); a socket that
+    // holds nothing takes them directly.
+    const bool behind = t_inside == p || p->held.load(std::memory_order_relaxed) != 0 ||
+                        p->overflow_length.load(std::memory_order_acquire) != 0;
+    return p->settings->coalesce && behind ? SignalWrite(p, iov, iovcnt, passthrough, context) : passthrough(context);
   }
   p->fd.store(fd, std::memory_order_relaxed);
   ssize_t result;
@@ -561,11 +575,10 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int fl
     }
     result = passthrough(context);
   }
-  if (p->overflow_length.load(std::memory_order_acquire) != 0) {
+  {
     ErrnoSaver errno_saver;
-    DrainOverflow(p, fd, false);
+    Leave(p);
   }
-  Leave(p);
   return result;
 }
 
@@ -590,6 +603,11 @@ void ReleaseSocket(SocketState* s, int fd, FlushCause cause) {
   p->fd.store(fd, std::memory_order_relaxed);
   ReleaseLocked(p, cause, true, true);
   Leave(p);
+}
+
+void OnShutdown(SocketState* s, int how) {
+  PolicyState* p = s->stats.policy;
+  if (p != nullptr && how != SHUT_RD) p->write_shutdown.store(true, std::memory_order_relaxed);
 }
 
 void OnApplicationCork(SocketState* s, int fd) {
@@ -623,13 +641,14 @@ void PolicyFdClosed(SocketState* s, int closed_fd, int other_fd) {
 }
 
 void DropHeldInChild() {
-  g_set_lock.Reset();
+  pthread_mutex_init(&g_set_lock, nullptr);
   pthread_mutex_init(&g_flusher_mutex, nullptr);
   pthread_cond_init(&g_flusher_wake, nullptr);
   for (int i = 0; i < g_held_set_size; ++i) {
     PolicyState* p = g_held_set[i];
     p->held.store(0, std::memory_order_relaxed);
     p->overflow_length.store(0, std::memory_order_relaxed);
+    p->overflow_ready.store(0, std::memory_order_relaxed);
     p->in_held_set = false;
   }
   g_held_set_size = 0;

@@ -65,10 +65,16 @@ struct PolicyState {
   bool nonblocking_ok = true;
   // The errno of a failed deferred flush, returned by the next write.
   int pending_errno = 0;
-  // Writes made by a signal handler that interrupted this thread inside the
-  // shim for this socket; sent by the interrupted call before it returns.
+  // Writes made by a signal handler that interrupted its thread inside the
+  // shim for this socket: a handler reserves overflow_length bytes, copies,
+  // then adds them to overflow_ready; whoever holds the lock next sends them
+  // once every reservation is copied.
   char* overflow = nullptr;
   std::atomic<uint32_t> overflow_length{0};
+  std::atomic<uint32_t> overflow_ready{0};
+  // Set once the application shut the socket down for writing: its writes
+  // go straight to the kernel, which refuses them as it should.
+  std::atomic<bool> write_shutdown{false};
   // cork; corked is read without the lock by the writes that follow the first
   std::atomic<bool> corked{false};
   bool app_corks = false;
@@ -92,6 +98,9 @@ void ReleaseAll(FlushCause cause, bool blocking);
 // ReleaseSocket flushes or uncorks one socket, before it is closed, shut down
 // or replaced: bytes are sent even if that means waiting.
 void ReleaseSocket(SocketState* s, int fd, FlushCause cause);
+
+// OnShutdown notes a successful shutdown(how) of the socket.
+void OnShutdown(SocketState* s, int how);
 
 // OnApplicationCork notes the application's own TCP_CORK: it wins, and the
 // policy stops corking the socket. The conflict is counted by the caller.

@@ -35,6 +35,9 @@ class SocketTable {
     return slots_[index].load(std::memory_order_acquire);
   }
 
+  // SocketTable::MaxTrackedFd is the highest fd ever tracked.
+  unsigned MaxTrackedFd() const { return max_tracked_fd_.load(std::memory_order_relaxed); }
+
   // SocketTable::Covers tells whether fd fits in the table.
   bool Covers(int fd) const { return static_cast<unsigned>(fd) < size_.load(std::memory_order_relaxed); }
 
