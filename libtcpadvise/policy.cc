@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "background_thread.h"
 #include "clock.h"
 #include "errno_saver.h"
 #include "experiment.h"
@@ -436,20 +437,9 @@ void* FlusherLoop(void*) {
 
 void StartFlusher() {
   if (g_flusher_started.exchange(true, std::memory_order_acq_rel)) return;
-  ErrnoSaver errno_saver;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 128 * 1024);
-  pthread_t thread;
-  if (pthread_create(&thread, &attr, FlusherLoop, nullptr) != 0) {
+  if (!StartBackgroundThread(FlusherLoop, 128 * 1024)) {
     RawWarning("cannot start the policy deadline thread; held bytes wait for the next read or wait call");
   }
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void SetIntOption(int fd, int level, int name, int value) {

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -10,6 +9,7 @@
 
 #include <atomic>
 
+#include "background_thread.h"
 #include "policy.h"
 #include "raw_log.h"
 #include "real_libc.h"
@@ -45,22 +45,7 @@ void* SnapshotLoop(void*) {
   return nullptr;
 }
 
-bool StartSnapshotThread() {
-  // The thread blocks every signal, so the application's signals keep going
-  // to its own threads.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
-  pthread_t thread;
-  const bool started = pthread_create(&thread, &attr, SnapshotLoop, nullptr) == 0;
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return started;
-}
+bool StartSnapshotThread() { return StartBackgroundThread(SnapshotLoop, 64 * 1024); }
 
 void BeforeFork() {
   // The child must not send what the parent holds: it all goes out now.
