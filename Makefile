@@ -28,7 +28,8 @@ test-cpp:
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-python:
-	CONFORM_REQUIRE_POLICY=1 TCPADVISE_BUILD=$(BUILD) $(PYTEST) -q tests/advisor tests/e2e tests/conformance tests/realprogs
+	CONFORM_REQUIRE_POLICY=1 TCPADVISE_BUILD=$(BUILD) $(PYTEST) -q tests/advisor tests/e2e tests/conformance \
+	  tests/realprogs tests/rules tests/bench
 
 # The shim and its unit tests built with AddressSanitizer and UBSan; the
 # end-to-end tests preload libasan ahead of the instrumented shim.

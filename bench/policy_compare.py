@@ -29,6 +29,8 @@ import statistics
 import subprocess
 import tempfile
 
+from tcpadvise.bench_netns import veth_pair  # the advisor package: make deps installs it
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 ARMS = {
     "plain": ([], None),
@@ -39,32 +41,14 @@ ARMS = {
     "shim-cork": ([], "cork"),
     "shim-coalesce": ([], "coalesce"),
 }
-SERVER_NS, CLIENT_NS = "tcpadvise-bench-a", "tcpadvise-bench-b"
-SERVER_ADDR, CLIENT_ADDR = "198.18.0.1", "198.18.0.2"
-
-
-def sh(*cmd):
-    subprocess.run(cmd, check=True, capture_output=True)
 
 
 @contextlib.contextmanager
 def veth_path():
-    """Two namespaces joined by a veth pair (MTU 1500); yields the command
-    prefixes that run a process in each."""
-    for ns in (SERVER_NS, CLIENT_NS):
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    try:
-        sh("ip", "netns", "add", SERVER_NS)
-        sh("ip", "netns", "add", CLIENT_NS)
-        sh("ip", "link", "add", "tcpa-s", "netns", SERVER_NS, "type", "veth", "peer", "name", "tcpa-c", "netns", CLIENT_NS)
-        for ns, dev, addr in ((SERVER_NS, "tcpa-s", SERVER_ADDR), (CLIENT_NS, "tcpa-c", CLIENT_ADDR)):
-            sh("ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        yield ["ip", "netns", "exec", SERVER_NS], ["ip", "netns", "exec", CLIENT_NS], SERVER_ADDR
-    finally:
-        for ns in (SERVER_NS, CLIENT_NS):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    """Two namespaces joined by a veth pair (MTU 1500, tcpadvise.bench_netns); yields
+    the command prefixes that run a process in each and the server's address."""
+    with veth_pair(what="the veth path") as pair:
+        yield pair.far_prefix, pair.near_prefix, pair.far_addr
 
 
 @contextlib.contextmanager

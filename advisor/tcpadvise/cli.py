@@ -1,15 +1,26 @@
 """The tcpadvise command line: thin click commands over record, traces and report."""
 
+import json
 from pathlib import Path
 
 import click
 from rich.console import Console
 
-from .errors import TcpadviseError
-from .policy import BUILTIN_POLICIES, check_config
+from .ab import build_ab_report, experiment_config, parse_arms
+from .advice import advise
+from .bench import BENCH_SERVER_PORT, run_bench, serve, write_outputs
+from .bench_netns import PROFILES
+from .bench_render import ProgressBar, render_summary, summary_console
+from .bench_suites import SUITE_NAMES, Settings
+from .calibration import load_calibration
+from .errors import BadInputError, TcpadviseError
+from .metrics import METRICS
+from .policy import BUILTIN_POLICIES, POLICY_FILE, check_config
+from .policyconfig import write_policy_config
 from .record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
-from .render import render_json, render_text
+from .render import render_ab_text, render_json, render_text
 from .report import build_report
+from .rulebook import builtin_rule_files, check_rule_files, load_rulebook
 from .traces import load_inputs
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -31,6 +42,14 @@ out_dir_option = click.option(
     show_default=True,
     metavar="DIR",
     help="Directory for the traces and record.json; created if missing.",
+)
+rules_option = click.option(
+    "--rules",
+    "rule_files",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="A rule file of your own (repeatable): its rules join the built-in ones, replacing those of the same id.",
 )
 interval_option = click.option(
     "--interval",
@@ -80,10 +99,25 @@ def cli() -> None:
     "for every socket, or a config file of rules (docs/policy-config.md; check it with "
     "'tcpadvise config check FILE'). Default: observe only.",
 )
+@click.option(
+    "--ab",
+    "ab_arms",
+    metavar="NAME=POLICY,...",
+    help="Run an A/B experiment instead: each new connection draws one of these arms at random "
+    "(equal weights; the first is the control), e.g. control=observe,treat=coalesce. "
+    "Then: tcpadvise ab report DIR.",
+)
+@click.option("--seed", type=int, help="With --ab: the seed of the draws (default: random, saved in DIR).")
 @click.argument("command", nargs=-1, required=True, metavar="CMD [ARGS]...")
 @click.pass_context
 def record_command(
-    ctx: click.Context, out_dir: Path, interval: float, policy: str | None, command: tuple[str, ...]
+    ctx: click.Context,
+    out_dir: Path,
+    interval: float,
+    policy: str | None,
+    ab_arms: str | None,
+    seed: int | None,
+    command: tuple[str, ...],
 ) -> None:
     """Run CMD with the tcpadvise shim preloaded and record its TCP use.
 
@@ -121,6 +155,13 @@ def record_command(
     is not found, 126 if it cannot be run, 125 if tcpadvise itself cannot
     set up the run (no shim found, DIR not writable).
     """
+    if ab_arms is not None:
+        if policy is not None:
+            raise click.UsageError("--ab and --policy exclude each other (an experiment's arms carry the policies)")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        experiment_file = out_dir / POLICY_FILE
+        experiment_file.write_text(experiment_config(parse_arms(ab_arms), seed))
+        policy = str(experiment_file)
     manifest = record(command, out_dir, interval, warn=_warn, policy=policy)
     click.echo(summary_line(out_dir), err=True)
     ctx.exit(manifest["exit_status"])
@@ -128,9 +169,31 @@ def record_command(
 
 @cli.command(name="report")
 @format_option
+@rules_option
+@click.option(
+    "--calibration",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Figures measured on this machine (tcpadvise.calibration/1, as 'tcpadvise bench' writes): "
+    "expected effects quote them instead of the seeds' figures.",
+)
+@click.option(
+    "--emit-policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Also write the policy config that applies the findings' recommendations, for "
+    "'tcpadvise record --policy FILE'.",
+)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="PATH...")
-def report_command(output_format: str, paths: tuple[Path, ...]) -> None:
-    """Summarise recorded traces, socket by socket.
+def report_command(
+    output_format: str,
+    rule_files: tuple[Path, ...],
+    calibration: Path | None,
+    policy_file: Path | None,
+    paths: tuple[Path, ...],
+) -> None:
+    """Summarise recorded traces, socket by socket, and advise on them.
 
     PATH is a trace file or a directory of them (such as the DIR of
     'tcpadvise record -o DIR'); record.json there adds what was run.
@@ -138,7 +201,8 @@ def report_command(output_format: str, paths: tuple[Path, ...]) -> None:
     \b
     Example:
       tcpadvise report tcpadvise-out
-      tcpadvise report --format json tcpadvise-out | jq '.sockets[].writes'
+      tcpadvise report --emit-policy policy.yaml tcpadvise-out
+      tcpadvise report --format json tcpadvise-out | jq '.findings[] | {rule, severity, why}'
 
     \b
     Text output: one row per socket (an open connection, or closed ones
@@ -155,7 +219,14 @@ def report_command(output_format: str, paths: tuple[Path, ...]) -> None:
                     program set it itself
       errors        failed calls by errno
     then warnings: what the traces cannot show (a static or Go binary the
-    shim could not see, a snapshot of a process still running...).
+    shim could not see, a snapshot of a process still running...);
+    last the findings of the rulebook ('tcpadvise rules list'), most severe
+    first (high, medium, low, info), each with: the scope it concerns (the
+    sockets of one program, role and service, or a whole run), why, the
+    evidence (each metric's value beside the threshold it passed), the
+    policy to try and the change to make in the code, the expected effect
+    and its source (a seed under ../shared/seeds/, or "measured here" from
+    --calibration).
 
     \b
     JSON output (schema tcpadvise.report/1, in the package as
@@ -172,17 +243,340 @@ def report_command(output_format: str, paths: tuple[Path, ...]) -> None:
                 errors {ERRNO: count}, tcp_info (as in the trace);
                 sizes in bytes, times in ns unless named _us; a percentile
                 is null when nothing was recorded
-      findings  advice (empty for now)
+      findings  one item per rule and scope, most severe first: rule,
+                title, severity (high|medium|low|info), confidence
+                (high|medium|low), scope {program, role, local_port, peer,
+                peer_port, pids, connections, sockets (indexes into
+                sockets), command (for a run, else null)}, evidence [{metric,
+                value, unit, op, threshold}] (op and threshold null for
+                context), why, recommendation {policy (what record --policy
+                accepts), code, note}, expected_effect, source {seeds,
+                note, seed_effect, calibration}
       warnings  the warnings above, as sentences
 
-    Input that is not a tcpadvise trace, of an unknown version or invalid is
-    an error: one line on stderr, exit status 2.
+    Input that is not a tcpadvise trace, of an unknown version or invalid,
+    a bad rule file or calibration, is an error: one line on stderr, exit
+    status 2.
     """
+    rulebook = load_rulebook(rule_files)
+    measured = load_calibration(calibration) if calibration is not None else None
     report = build_report(load_inputs(paths))
+    report.findings = advise(report, rulebook, measured)
+    if policy_file is not None:
+        config = write_policy_config(policy_file, report.findings)
+        click.echo(
+            f"tcpadvise: wrote {len(config['rules'])} policy rule(s) to {policy_file}; "
+            f"next: tcpadvise record --policy {policy_file} -- COMMAND",
+            err=True,
+        )
     if output_format == "json":
         click.echo(render_json(report), nl=False)
     else:
         render_text(report, Console(highlight=False))
+
+
+@cli.group(name="rules")
+def rules_group() -> None:
+    """The rulebook behind the findings of 'tcpadvise report'.
+
+    Rules are YAML data (schema tcpadvise.rules/1, in the package as
+    schemas/rules-1.schema.json): a condition over documented metrics
+    ('tcpadvise rules metrics'), a severity, a confidence, a recommendation
+    (a policy and a code change) and the source of its expected effect.
+    Add your own with 'tcpadvise report --rules FILE'.
+
+    \b
+    Example:
+      tcpadvise rules list
+      tcpadvise rules show nagle-delayed-ack
+      tcpadvise rules check my-rules.yaml && tcpadvise report --rules my-rules.yaml tcpadvise-out
+    """
+
+
+@rules_group.command(name="list")
+@rules_option
+def rules_list_command(rule_files: tuple[Path, ...]) -> None:
+    """List the rules: id, severity, subject, sources and title.
+
+    \b
+    Example:
+      tcpadvise rules list --rules my-rules.yaml
+
+    Severity shows each level a rule can give, most severe first. Sources are
+    seed numbers (../shared/seeds/NNN_*.txt) or another reference; a rule
+    from a --rules file names its file.
+    """
+    rules = load_rulebook(rule_files).rules
+    width = max(len(rule.id) for rule in rules)
+    for rule in rules:
+        severity = rule.data["severity"]
+        levels = [severity] if isinstance(severity, str) else [entry["level"] for entry in severity]
+        seeds = [seed[:3] for seed in rule.data["source"].get("seeds", [])]
+        origin = "" if rule.origin in _builtin_origins() else f"  (from {rule.origin})"
+        click.echo(
+            f"{rule.id:<{width}}  {'/'.join(levels):<8}  {rule.subject:<5}  "
+            f"{','.join(seeds) or 'note':<7}  {rule.data['title']}{origin}"
+        )
+
+
+@rules_group.command(name="show")
+@rules_option
+@click.argument("rule_id", metavar="ID")
+def rules_show_command(rule_files: tuple[Path, ...], rule_id: str) -> None:
+    """Print rule ID as written in its file, comments included.
+
+    \b
+    Example:
+      tcpadvise rules show sndbuf-limited
+    """
+    rule = load_rulebook(rule_files).get(rule_id)
+    if rule is None:
+        raise BadInputError(f"no rule has the id '{rule_id}' ('tcpadvise rules list' names them)")
+    click.echo(f"# {rule.origin}, line {rule.line}")
+    click.echo(rule.source_text, nl=False)
+
+
+@rules_group.command(name="check")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE...")
+@click.pass_context
+def rules_check_command(ctx: click.Context, files: tuple[Path, ...]) -> None:
+    """Check rule files: every mistake with its line and column, or a summary.
+
+    Checks the schema (tcpadvise.rules/1), then what it cannot: metric names
+    and units against their comparisons, {metric} placeholders, level and
+    variant lists, calibration measurements, the ids of suppressed_by
+    (against the built-in rules and the files given).
+
+    \b
+    Example:
+      tcpadvise rules check my-rules.yaml
+
+    \b
+    Output: "FILE:LINE:COLUMN: message" per mistake and exit status 2, or
+    "FILE: N rule(s): ID, ..." per file and exit status 0.
+    """
+    rules, problems = check_rule_files(files)
+    for problem in problems:
+        click.echo(problem)
+    if problems:
+        ctx.exit(2)
+    for file in files:
+        ids = [rule.id for rule in rules if rule.origin == str(file)]
+        click.echo(f"{file}: {len(ids)} rule(s): {', '.join(ids)}")
+
+
+@rules_group.command(name="metrics")
+def rules_metrics_command() -> None:
+    """List the metrics a rule can test, with their units.
+
+    Scope metrics describe the sockets of one program, role and service
+    (several processes and connections folded together); run metrics, one
+    'tcpadvise record' run. A metric that cannot be computed (no turns, no
+    tcp_info, sockets that disagree) has no value, and no condition on it
+    holds. Units: bytes, us (microseconds), count, ratio, fraction (0 to 1),
+    bool, text.
+
+    \b
+    Example:
+      tcpadvise rules metrics | grep tcp.
+    """
+    width = max(len(name) for name in METRICS)
+    for metric in METRICS.values():
+        click.echo(f"{metric.name:<{width}}  {metric.unit:<8}  {metric.subject:<5}  {metric.description}")
+
+
+@cli.group(name="ab")
+def ab_group() -> None:
+    """A/B experiments: compare socket policies on live traffic."""
+
+
+@ab_group.command(name="report")
+@format_option
+@click.option("--experiment", metavar="NAME", help="Which experiment, when the traces hold several.")
+@click.option(
+    "--min-effect",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.05,
+    show_default=True,
+    help="Smallest change of the mean turn time, as a fraction of control's, worth a verdict.",
+)
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="PATH...")
+def ab_report_command(output_format: str, experiment: str | None, min_effect: float, paths: tuple[Path, ...]) -> None:
+    """Say which arm of an experiment wins.
+
+    PATH is a trace, or a directory of traces, from any number of processes
+    and hosts (record with 'tcpadvise record --ab control=observe,treat=coalesce
+    -- CMD', or a config with an experiment: docs/policy-config.md). Arms are
+    compared over connections, the unit that was randomised: each
+    connection's mean turn time (last write of a burst to the first byte of
+    the reply), lower is better.
+
+    \b
+    Example:
+      tcpadvise record -o trial --ab control=observe,treat=coalesce -- ./client
+      tcpadvise ab report trial
+
+    \b
+    Per arm: connections, turns, turn p50/p90/p99, throughput, segments and
+    calls per turn, errors, and whether the guardrail stopped it. Against
+    control: the difference of means with a bootstrap 95% confidence interval
+    and a Mann-Whitney rank test. Verdict: the winner (significant, and at
+    least --min-effect), no difference, or not enough data (with the
+    connections per arm that would be needed).
+
+    \b
+    JSON (schema tcpadvise.ab-report/1): experiment, seed, control, arms
+    [{name, connections, turns, turn_p50_us, turn_p90_us, turn_p99_us,
+    throughput_bytes_per_s, ...}], comparisons [{arm, difference_us, ci95_us,
+    p_value, significant, ...}], verdict {outcome, winner, reason,
+    connections_needed}, warnings.
+    """
+    report = build_ab_report(load_inputs(paths), experiment, min_effect)
+    if output_format == "json":
+        click.echo(json.dumps(report, indent=2))
+    else:
+        render_ab_text(report, Console(highlight=False))
+
+
+@cli.command(name="bench")
+@click.option(
+    "--suite",
+    "suites",
+    multiple=True,
+    type=click.Choice(SUITE_NAMES),
+    help="A suite to run; repeat for several. Default: all four.",
+)
+@click.option(
+    "-o",
+    "--out",
+    "calibration_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("calibration.json"),
+    show_default=True,
+    metavar="FILE",
+    help="The calibration to write; the full results go beside it as NAME.results.json.",
+)
+@click.option("--target", metavar="HOST:PORT", help="Measure the path to a 'tcpadvise bench-server' you run there.")
+@click.option(
+    "--link",
+    type=click.Choice(list(PROFILES)),
+    metavar="PROFILE",
+    help=f"Measure a veth pair between two network namespaces instead of loopback: "
+    f"{', '.join(PROFILES)} (needs root).",
+)
+@click.option(
+    "--plot",
+    "plot_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Also draw one PNG chart per suite into DIR.",
+)
+@click.option("--runs", type=click.IntRange(min=1), default=Settings.runs, show_default=True,
+              help="Runs of every arm (a fresh process and connection each).")
+@click.option("--rounds", type=click.IntRange(min=1), default=Settings.rounds, show_default=True,
+              help="Round trips per message size and run; an arm that stalls stops after ROUNDS x 2 ms.")
+@click.option("--seconds", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Length of each stream run. Default: 0.3 on loopback and fast links, 1 at 10mbit, 2 at 1mbit.")
+def bench_command(
+    suites: tuple[str, ...],
+    calibration_path: Path,
+    target: str | None,
+    link: str | None,
+    plot_dir: Path | None,
+    runs: int,
+    rounds: int,
+    seconds: float | None,
+) -> None:
+    """Measure the seeds' experiments on this machine and path.
+
+    Reproduces the benchmarks the advice cites (../shared/seeds) with
+    tcpadvise-loadgen, and writes FILE for 'tcpadvise report --calibration
+    FILE', whose findings then quote the effect measured here instead of
+    the seed's.
+
+    \b
+    Example:
+      tcpadvise bench -o calibration.json --plot plots
+      sudo tcpadvise bench --link 100mbit --suite pingpong --suite rpc
+      tcpadvise report --calibration calibration.json tcpadvise-out
+
+    \b
+    Suites (the seed each reproduces):
+      pingpong  000  N bytes and a 1-byte answer, N from 1 to 9901 in steps
+                     of 100, then exactly one segment (MSS), one byte more
+                     and three segments plus one; the penalty for filling a
+                     segment, a second and a fourth, as the seed's summary
+      nagle     004  15 two-byte writes then a 2-byte reply: as is (Nagle
+                     on), TCP_NODELAY, TCP_CORK, one writev, and the same
+                     program under the shim's nodelay, cork and coalesce
+      stream    003  throughput by write size (1 B to 64 KiB) with Nagle
+                     on and off, and by SO_SNDBUF (4 KiB to 1 MiB)
+      rpc       002  requests of 512 to 8960 bytes (around 4096 and 8192)
+                     as one write, and as a large write plus a 4-byte tail
+
+    \b
+    Paths: loopback by default. --link builds two network namespaces
+    joined by a veth pair (MTU 1500, addresses 198.18.0.1-2) with a tbf
+    rate limit (veth: none), and removes them afterwards, on errors and
+    Ctrl-C too. --target measures the path to another machine, where
+    'tcpadvise bench-server' runs.
+
+    \b
+    Statistics: every arm runs --runs times, arms interleaved; the first
+    rounds of each run are warm-up and not counted. Each figure pools the
+    runs: count n, minimum, median with its 95% confidence interval
+    (bootstrap over runs, then samples), p99. Throughput is what the
+    receiver got per interval, after the first third of the run. On
+    loopback and --link, both ends of a round trip share one CPU
+    (taskset), so that cross-CPU wake-ups do not drown what the bytes
+    cost; streams get the CPUs the scheduler gives them.
+
+    \b
+    Output: a progress bar on stderr; the tables, the seeds' figures beside
+    ours and notes on where they differ on stdout; FILE
+    (tcpadvise.calibration/1: nagle, large_write_tail, small_writes,
+    sndbuf, extra_segment, and nagle_shim, segment_penalties) and
+    NAME.results.json (every summary, per arm and size). With the defaults
+    it takes under a minute on loopback, about one at 100mbit, several at
+    10mbit and 1mbit (raise --runs, --rounds and --seconds for tighter
+    intervals).
+
+    Exit status: 0; 2 for bad options or --link without root; 1 if a run
+    fails (the message names the arm).
+    """
+    settings = Settings(tuple(name for name in SUITE_NAMES if name in suites) or SUITE_NAMES, runs, rounds, seconds)
+    with ProgressBar(Console(stderr=True)) as progress:
+        result = run_bench(settings, progress, target=target, link=link)
+    results_path = write_outputs(result, calibration_path)
+    render_summary(result.results, summary_console())
+    written = [str(calibration_path), str(results_path)]
+    if plot_dir is not None:
+        # matplotlib takes half a second to import: only for --plot.
+        from .bench_plot import write_plots
+
+        written += [str(path) for path in write_plots(result.results, plot_dir)]
+    click.echo(f"tcpadvise bench: wrote {', '.join(written)}", err=True)
+
+
+@cli.command(name="bench-server")
+@click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on ('::' for IPv6).")
+@click.option("--port", type=click.IntRange(0, 65535), default=BENCH_SERVER_PORT, show_default=True,
+              help="Port to listen on; 0 lets the kernel choose.")
+def bench_server_command(host: str, port: int) -> None:
+    """Run the far end of 'tcpadvise bench --target' on this machine.
+
+    Answers every suite's requests and swallows its streams until Ctrl-C,
+    one thread per connection. Run it on the other machine of the path you
+    want to measure.
+
+    \b
+    Example (on host B, then on host A):
+      tcpadvise bench-server --port 7357
+      tcpadvise bench --target B:7357 -o calibration-to-b.json
+    """
+    serve(host, port, announce=lambda bound: click.echo(
+        f"tcpadvise bench-server: listening on {host}:{bound}; measure with "
+        f"'tcpadvise bench --target THIS-HOST:{bound}' (Ctrl-C stops)", err=True))
 
 
 @cli.group(name="config")
@@ -209,6 +603,10 @@ def config_check_command(file: Path) -> None:
         click.echo(line, err=not check.ok)
     if not check.ok:
         raise SystemExit(2)
+
+
+def _builtin_origins() -> set[str]:
+    return {str(path) for path in builtin_rule_files()}
 
 
 def _warn(message: str) -> None:

@@ -46,6 +46,27 @@ class ConfigError(BadInputError):
     """A policy config (or --policy value) the shim would not accept."""
 
 
+class RulesError(BadInputError):
+    """A rule file cannot be read or breaks the rule format; `problems` lists every mistake.
+
+    Each problem is one line "FILE:LINE:COLUMN: message"; the message names
+    the first and how many more there are.
+    """
+
+    def __init__(self, problems: list[str]):
+        more = f" ({len(problems) - 1} more; 'tcpadvise rules check FILE' lists them)" if len(problems) > 1 else ""
+        super().__init__(problems[0] + more)
+        self.problems = problems
+
+
+class BadCalibrationError(BadInputError):
+    """A calibration file (report --calibration) cannot be read or is invalid."""
+
+
+class PolicyWriteError(TcpadviseError):
+    """report --emit-policy cannot write its file."""
+
+
 class RecordError(TcpadviseError):
     """tcpadvise record could not set up or save a run.
 
@@ -70,3 +91,17 @@ class CommandNotFoundError(TcpadviseError):
     """The command is not a file nor found on PATH (127, as a shell says)."""
 
     exit_code = 127
+
+
+class BenchError(TcpadviseError):
+    """tcpadvise bench could not build its path, start its load generator or finish an experiment."""
+
+
+class LinkNeedsRootError(BenchError):
+    """--link was asked for without root, which namespaces and qdiscs need."""
+
+    exit_code = 2
+
+
+class LoadgenNotFoundError(BenchError):
+    """tcpadvise-loadgen is in none of the places searched."""

@@ -2,20 +2,26 @@
 
 The text form is a table when it fits the console's width, otherwise one
 compact block per socket (a pipe is 80 columns wide unless $COLUMNS says
-otherwise). Both are built from the same cells, so they always agree.
+otherwise). Both are built from the same cells, so they always agree. Then
+come the warnings, and last the findings, grouped by severity, each with its
+evidence beside the thresholds it passed.
 """
 
 import json
+from collections import Counter
 
+import yaml
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group
 from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from .report import Report
+from .rulebook import SEVERITIES
+from .units import DASH, format_bytes, format_duration_us, format_number, format_value
 
-_DASH = "-"
 # Wider than any table, to measure its natural width.
 _WIDE = 10_000
 
@@ -49,6 +55,7 @@ def render_text(report: Report, console: Console) -> None:
     for warning in report.warnings:
         # soft_wrap leaves a warning on one line for grep; a terminal wraps it anyway.
         console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
+    _render_findings(report.findings, console)
 
 
 # A cell is a list of short lines: stacked in a table, joined by commas in a block.
@@ -66,7 +73,7 @@ def _identity_cells(item: dict) -> Cells:
         "connection": [item["role"], _endpoint(item["local"]), f"→ {_endpoint(item['peer'])}"],
         "conns": [str(item["connections"]), "open" if item["open"] else "closed"],
         "nodelay": [
-            _DASH if nodelay is None else ("on" if nodelay else "off"),
+            DASH if nodelay is None else ("on" if nodelay else "off"),
             *(["set by app"] if "TCP_NODELAY" in item["options_set"] else []),
         ],
     }
@@ -85,11 +92,18 @@ def _figure_cells(figures: dict) -> Cells:
     """Cells from socket_figures output: a socket item or Report.total()."""
     writes, bursts, turns, reads = figures["writes"], figures["bursts"], figures["turns"], figures["reads"]
     return {
-        "writes": [_calls(writes["calls"]), _bytes(writes["bytes"]), f"p50 {_bytes(writes['size_p50'])}"],
-        "writes/burst": [f"p50 {_number(bursts['writes_p50'])}", f"p99 {_number(bursts['writes_p99'])}"],
-        "turn": [f"p50 {_duration_us(turns['p50_us'])}", f"p99 {_duration_us(turns['p99_us'])}"],
-        "reads": [_calls(reads["calls"]), _bytes(reads["bytes"])],
-        "errors": [f"{name} {count}" for name, count in figures["errors"].items()] or [_DASH],
+        "writes": [
+            _calls(writes["calls"]),
+            format_bytes(writes["bytes"]),
+            f"p50 {format_bytes(writes['size_p50'])}",
+        ],
+        "writes/burst": [
+            f"p50 {format_number(bursts['writes_p50'])}",
+            f"p99 {format_number(bursts['writes_p99'])}",
+        ],
+        "turn": [f"p50 {format_duration_us(turns['p50_us'])}", f"p99 {format_duration_us(turns['p99_us'])}"],
+        "reads": [_calls(reads["calls"]), format_bytes(reads["bytes"])],
+        "errors": [f"{name} {count}" for name, count in figures["errors"].items()] or [DASH],
     }
 
 
@@ -117,32 +131,119 @@ def _endpoint(endpoint: dict) -> str:
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
-def _bytes(count: float | None) -> str:
-    if count is None:
-        return _DASH
-    value, unit = float(count), "B"
-    for larger in ("KiB", "MiB", "GiB", "TiB"):
-        if value < 1024:
-            break
-        value, unit = value / 1024, larger
-    return f"{value:.0f} B" if unit == "B" else f"{value:.1f} {unit}"
-
-
-def _duration_us(microseconds: float | None) -> str:
-    if microseconds is None:
-        return _DASH
-    if microseconds < 1:
-        return f"{microseconds * 1000:.0f} ns"
-    if microseconds < 1000:
-        return f"{microseconds:.1f} µs"
-    if microseconds < 1_000_000:
-        return f"{microseconds / 1000:.1f} ms"
-    return f"{microseconds / 1_000_000:.2f} s"
-
-
 def _calls(count: int) -> str:
     return f"{count} call" if count == 1 else f"{count} calls"
 
 
-def _number(value: float | None) -> str:
-    return _DASH if value is None else f"{value:g}"
+_SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "bold cyan", "info": "bold"}
+_OP_SYMBOLS = {"==": "=", "!=": "≠", "<": "<", "<=": "≤", ">": ">", ">=": "≥"}
+
+
+def _render_findings(findings: list[dict], console: Console) -> None:
+    counts = Counter(finding["severity"] for finding in findings)
+    summary = ", ".join(f"{counts[severity]} {severity}" for severity in SEVERITIES if counts[severity])
+    console.print()
+    console.print(Text(f"findings: {summary or 'none'}", style="bold"))
+    for severity in SEVERITIES:
+        group = [finding for finding in findings if finding["severity"] == severity]
+        if group:
+            console.print(Text(severity, style=_SEVERITY_STYLES[severity]))
+        for finding in group:
+            console.print(Padding(_finding_block(finding), (0, 0, 1, 2), expand=False))
+
+
+def _finding_block(finding: dict) -> Group:
+    heading = Text.assemble(
+        (finding["rule"], "bold"), f"  {finding['title']}  (confidence {finding['confidence']})"
+    )
+    recommendation = finding["recommendation"]
+    details = Table.grid(padding=(0, 1))
+    details.add_column(no_wrap=True, style="dim")
+    details.add_column(overflow="fold")
+    rows = {
+        "scope": _scope_text(finding["scope"]),
+        "why": finding["why"],
+        "evidence": ", ".join(_evidence_text(item) for item in finding["evidence"]),
+        "policy": _policy_text(recommendation["policy"]),
+        "code": recommendation["code"],
+        "note": recommendation["note"],
+        "effect": finding["expected_effect"],
+        "source": ", ".join(finding["source"]["seeds"] or [finding["source"]["note"]]),
+    }
+    for label, value in rows.items():
+        if value:
+            details.add_row(label, value)
+    return Group(heading, Padding(details, (0, 0, 0, 2), expand=False))
+
+
+def _scope_text(scope: dict) -> str:
+    pids = ", ".join(str(pid) for pid in scope["pids"])
+    if scope["command"] is not None:
+        return f"{scope['program']} (pid {pids}), run as '{' '.join(scope['command'])}'"
+    if scope["role"] == "server":
+        where = f"server :{scope['local_port']}"
+    else:
+        where = f"{scope['role']} → {_endpoint({'addr': scope['peer'], 'port': scope['peer_port']})}"
+    connections = f"{scope['connections']} connection{'' if scope['connections'] == 1 else 's'}"
+    return f"{scope['program']} {where} (pid {pids}, {connections})"
+
+
+def _evidence_text(item: dict) -> str:
+    value = f"{item['metric']} {format_value(item['value'], item['unit'])}"
+    if item["op"] is None:
+        return value
+    if item["op"] == "between":
+        low, high = (format_value(bound, item["unit"]) for bound in item["threshold"])
+        return f"{value} ({low} to {high})"
+    if item["op"] == "in":
+        return f"{value} (in {', '.join(format_value(choice, item['unit']) for choice in item['threshold'])})"
+    return f"{value} ({_OP_SYMBOLS[item['op']]} {format_value(item['threshold'], item['unit'])})"
+
+
+def _policy_text(policy: str | dict) -> str:
+    if policy == "observe":
+        return "observe (no policy to try)"
+    if isinstance(policy, str):
+        return f"{policy} (try it: tcpadvise record --policy {policy} -- COMMAND)"
+    shown = yaml.safe_dump(policy, default_flow_style=True, sort_keys=False).strip()
+    return f"{shown} (report --emit-policy FILE writes it for record --policy FILE)"
+
+
+def render_ab_text(report: dict, console: Console) -> None:
+    """An experiment's arms side by side, then each comparison and the verdict."""
+    table = Table(title=f"experiment {report['experiment']} (seed {report['seed']}, control: {report['control']})",
+                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    arm_width = max(len(arm["name"]) for arm in report["arms"])
+    table.add_column("arm", min_width=min(arm_width, 24))
+    for column in ("conns", "turns", "turn p50", "p90", "p99", "bytes/s", "errors"):
+        table.add_column(column, justify="right", no_wrap=True)
+    stopped = any(arm["stopped"] for arm in report["arms"])
+    if stopped:
+        table.add_column("guardrail", min_width=9)
+    for arm in report["arms"]:
+        throughput = arm["throughput_bytes_per_s"]
+        table.add_row(
+            arm["name"], str(arm["connections"]), str(arm["turns"]),
+            *(format_duration_us(arm[key]) for key in ("turn_p50_us", "turn_p90_us", "turn_p99_us")),
+            format_bytes(throughput),
+            str(arm["errors"]),
+            *(["stopped: " + "; ".join(arm["stop_reasons"]) if arm["stopped"] else "-"] if stopped else []),
+        )
+    console.print(table)
+    for c in report["comparisons"]:
+        low, high = c["ci95_us"]
+        console.print(f"{c['arm']} vs {report['control']}: mean turn {format_duration_us(c['arm_mean_us'])} vs "
+                      f"{format_duration_us(c['control_mean_us'])}, difference {_signed_us(c['difference_us'])} "
+                      f"(95% CI {_signed_us(low)} to {_signed_us(high)}, rank test p={c['p_value']:.3g})"
+                      f"{'' if c['significant'] else ', not significant'}")
+    verdict = report["verdict"]
+    headline = f"winner: {verdict['winner']}" if verdict["outcome"] == "winner" else verdict["outcome"]
+    console.print(f"verdict: {headline}: {verdict['reason']}")
+    for warning in report["warnings"]:
+        console.print(f"warning: {warning}")
+
+
+def _signed_us(us: float | None) -> str:
+    if us is None:
+        return "-"
+    return ("-" if us < 0 else "+") + format_duration_us(abs(us))

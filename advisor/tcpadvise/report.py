@@ -14,9 +14,9 @@ summarised: counts as in the trace, percentiles instead of histograms (null
 when nothing was recorded), times in ns except turns in microseconds. See
 `socket_item` for the keys.
 
-Findings are left for a rulebook: it reads `Report.sockets` (and, if it needs
-the histograms, the trace dicts in the parallel `Report.raw_sockets`) and
-appends its findings to `Report.findings`; nothing else changes shape.
+Findings come from the rulebook (advice.py): it reads `Report.sockets`, the
+trace dicts behind them in the parallel `Report.raw_sockets` and the record
+manifests in `Report.manifests`, and fills `Report.findings`.
 """
 
 import shlex
@@ -38,6 +38,7 @@ class Report:
     traces: list[Trace]
     sockets: list[dict]
     raw_sockets: list[dict]
+    manifests: list[Manifest] = field(default_factory=list)
     findings: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -65,6 +66,7 @@ def build_report(inputs: Inputs) -> Report:
         traces=inputs.traces,
         sockets=[socket_item(trace, socket) for trace, socket in entries],
         raw_sockets=[socket for _, socket in entries],
+        manifests=inputs.manifests,
         warnings=report_warnings(inputs),
     )
 

@@ -1,0 +1,130 @@
+"""Findings: the rulebook applied to a report.
+
+Each subject of the report (metrics.subjects_of: a scope of sockets, or a
+record run) is judged by every rule of its kind; a rule whose `when` holds
+makes a finding, unless a rule it names in suppressed_by fired on the same
+subject. A finding, as JSON (report-1.schema.json, $defs/finding):
+
+    {"rule": "nagle-delayed-ack", "title": "...",
+     "severity": "high|medium|low|info", "confidence": "high|medium|low",
+     "scope": {"program", "role", "local_port", "peer", "peer_port", "pids",
+               "connections", "sockets" (indexes into the report's sockets), "command"},
+     "evidence": [{"metric", "value", "unit", "op", "threshold"}, ...],
+     "why": "one sentence",
+     "recommendation": {"policy": <what tcpadvise record --policy accepts>, "code": "...", "note": "..."|null},
+     "expected_effect": "measured here: ..." or the seeds' figure,
+     "source": {"seeds": ["../shared/seeds/<file>", ...], "note": ..., "seed_effect": "...",
+                "calibration": "<file>"|null}}
+
+Findings come in order of severity, then of subject, then of rule.
+"""
+
+from collections.abc import Callable
+
+from .calibration import Calibration, field_unit
+from .metrics import METRICS, MetricValues, Scope, Subject, subjects_of
+from .report import Report
+from .rulebook import SEVERITIES, Rule, Rulebook, choose, evaluate, evidence_item, fill, level
+from .units import format_value
+
+SEEDS_DIR = "../shared/seeds"
+MEASURED_PREFIX = "measured here: "
+
+
+def advise(report: Report, rulebook: Rulebook, calibration: Calibration | None = None) -> list[dict]:
+    """Every finding of `rulebook` on `report`."""
+    findings = []
+    for subject in subjects_of(report):
+        values = MetricValues(subject)
+        fired = {}
+        for rule in rulebook.rules:
+            if rule.subject == subject.kind:
+                evidence = evaluate(rule.data["when"], values)
+                if evidence is not None:
+                    fired[rule.id] = (rule, evidence)
+        findings.extend(
+            finding(rule, subject, values, evidence, calibration)
+            for rule, evidence in fired.values()
+            if not any(other in fired for other in rule.suppressed_by)
+        )
+    return sorted(findings, key=lambda item: SEVERITIES.index(item["severity"]))
+
+
+def finding(
+    rule: Rule, subject: Subject, values: MetricValues, evidence: list[dict], calibration: Calibration | None
+) -> dict:
+    """The finding of `rule` on `subject`, whose condition held with `evidence`."""
+    data = rule.data
+
+    def metric_text(name: str) -> str:
+        return format_value(values[name], METRICS[name].unit)
+
+    def text(template: str) -> str:
+        return fill(template, metric_text)
+
+    recommendation = choose(data["recommendation"], values)
+    seed_effect = text(data["expected_effect"]["text"])
+    measured = _measured_effect(data["expected_effect"].get("measured"), calibration, metric_text)
+    tested = {item["metric"] for item in evidence}
+    context = [evidence_item(name, values[name]) for name in data.get("show", []) if name not in tested]
+    return {
+        "rule": rule.id,
+        "title": data["title"],
+        "severity": level(data["severity"], values),
+        "confidence": level(data["confidence"], values),
+        "scope": scope_json(subject),
+        "evidence": evidence + context,
+        "why": text(data["why"]),
+        "recommendation": {
+            "policy": recommendation["policy"],
+            "code": text(recommendation["code"]),
+            "note": text(recommendation["note"]) if "note" in recommendation else None,
+        },
+        "expected_effect": measured or seed_effect,
+        "source": {
+            "seeds": [f"{SEEDS_DIR}/{seed}" for seed in data["source"].get("seeds", [])],
+            "note": data["source"].get("note"),
+            "seed_effect": seed_effect,
+            "calibration": str(calibration.path) if measured else None,
+        },
+    }
+
+
+def _measured_effect(
+    measured: dict | None, calibration: Calibration | None, metric_text: Callable[[str], str]
+) -> str | None:
+    """The local figure from the calibration, when it has the rule's measurement."""
+    if measured is None or calibration is None or measured["measurement"] not in calibration.measurements:
+        return None
+    figures = calibration.measurements[measured["measurement"]]
+    return MEASURED_PREFIX + fill(
+        measured["text"],
+        lambda name: format_value(figures[name], field_unit(name)) if name in figures else metric_text(name),
+    )
+
+
+def scope_json(subject: Subject) -> dict:
+    """Who a finding is about; the same keys for a scope of sockets and for a run."""
+    if isinstance(subject, Scope):
+        return {
+            "program": subject.program,
+            "role": subject.role,
+            "local_port": subject.local_port,
+            "peer": subject.peer,
+            "peer_port": subject.peer_port,
+            "pids": subject.pids,
+            "connections": subject.merged["connections"],
+            "sockets": subject.sockets,
+            "command": None,
+        }
+    return {
+        "program": subject.program,
+        "role": None,
+        "local_port": None,
+        "peer": None,
+        "peer_port": None,
+        "pids": [subject.manifest.data["pid"]],
+        "connections": 0,
+        "sockets": [],
+        "command": subject.manifest.data["command"],
+    }

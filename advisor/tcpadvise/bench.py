@@ -1,0 +1,314 @@
+"""`tcpadvise bench`: the seeds' experiments (../shared/seeds) on this machine
+and path, run with tcpadvise-loadgen, summarised by bench_stats and written
+as the calibration `tcpadvise report --calibration FILE` reads.
+
+The path is loopback, a veth pair between two network namespaces of our own
+(--link PROFILE, bench_netns), or a far end the user runs elsewhere with
+`tcpadvise bench-server` (--target HOST:PORT). Each suite (bench_suites) lists
+its arms; every arm runs `runs` times, arms interleaved run by run so that a
+drift of the machine hits them all alike.
+"""
+
+import contextlib
+import functools
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .bench_netns import PROFILES, veth_pair
+from .bench_suites import SUITES, Arm, Settings
+from .calibration import CALIBRATION_SCHEMA
+from .errors import BenchError, LoadgenNotFoundError, ShimNotFoundError
+from .policy import builtin_config
+from .record import shim_environment
+from .shim import SHIM_ENV, find_shim, shim_locations
+
+LOADGEN_ENV = "TCPADVISE_LOADGEN"
+LOADGEN_NAME = "tcpadvise-loadgen"
+RESULTS_FORMAT = "tcpadvise.bench-results/1"
+BENCH_SERVER_PORT = 7357
+# Variables of ours or of a preload that must not leak into the plain arms.
+_ISOLATED_PREFIXES = ("LD_PRELOAD", "TCPADVISE_")
+
+
+@dataclass(frozen=True)
+class NetworkPath:
+    """Where the load generator connects to, the command prefix that runs it, and
+    the prefix that pins it to the far end's CPU (empty for a far end elsewhere)."""
+
+    name: str
+    description: str
+    target: str
+    near_prefix: list[str] = field(default_factory=list)
+    rate_bit_s: float | None = None
+    pin_prefix: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BenchResult:
+    """Everything measured: the full results document and the calibration it yields."""
+
+    results: dict
+    calibration: dict
+
+
+class Progress:
+    """What run_bench reports while it runs; the CLI draws it (bench_render.ProgressBar)."""
+
+    def start_suite(self, suite: str, title: str, total: int) -> None:
+        """A suite begins with `total` loadgen runs to do."""
+
+    def advance(self, suite: str) -> None:
+        """One of them is done."""
+
+    def warn(self, message: str) -> None:
+        """Something was left out; the run goes on."""
+
+
+def find_loadgen(environ: Mapping[str, str] = os.environ) -> Path:
+    """$TCPADVISE_LOADGEN if set, else the load generator beside the shim: <build>/bench/
+    for a shim in <build>/preload/, the same directory for an installed one."""
+    configured = environ.get(LOADGEN_ENV)
+    if configured:
+        if not Path(configured).is_file():
+            raise LoadgenNotFoundError(f"${LOADGEN_ENV} names {configured}, which is not a file")
+        return Path(configured).resolve()
+    shims = ([Path(environ[SHIM_ENV])] if environ.get(SHIM_ENV) else []) + shim_locations()
+    locations = [_beside_shim(shim) for shim in shims]
+    for location in locations:
+        if location.is_file():
+            return location
+    searched = ", ".join(str(location) for location in locations)
+    raise LoadgenNotFoundError(
+        f"{LOADGEN_NAME} not found (searched {searched}); build it with "
+        f"'cmake --build build --target {LOADGEN_NAME}' or point ${LOADGEN_ENV} at it"
+    )
+
+
+def _beside_shim(shim: Path) -> Path:
+    if shim.parent.name == "preload":
+        return shim.parent.parent / "bench" / LOADGEN_NAME
+    return shim.parent / LOADGEN_NAME
+
+
+def run_bench(
+    settings: Settings, progress: Progress, target: str | None = None, link: str | None = None
+) -> BenchResult:
+    """Run the chosen suites over the chosen path; raise BenchError if an experiment fails."""
+    if target and link:
+        raise BenchError(
+            "--target and --link exclude each other: --link builds a path to a far end of its own"
+        )
+    loadgen = find_loadgen()
+    # Looked up once, and only when a suite has arms under a policy.
+    shim = functools.cache(lambda: _find_shim_for_policies(progress))
+    with (
+        _terminate_as_interrupt(),
+        network_path(loadgen, target, link) as path,
+        tempfile.TemporaryDirectory(prefix="tcpadvise-bench-") as scratch,
+    ):
+        suite_results = {}
+        for name in settings.suites:
+            suite = SUITES[name]
+            arms = [arm for arm in suite.arms(settings, path) if arm.policy is None or shim()]
+            progress.start_suite(name, suite.title, len(arms) * settings.runs)
+            documents: dict[str, list[dict]] = {arm.key: [] for arm in arms}
+            for _ in range(settings.runs):
+                for arm in arms:
+                    documents[arm.key].append(
+                        run_arm(loadgen, path, arm, arm.policy and shim(), Path(scratch))
+                    )
+                    progress.advance(name)
+            suite_results[name] = suite.analyze(documents, settings, path)
+    host = f"{platform.node()}, Linux {platform.release()}, {os.cpu_count()} CPUs, {path.description}"
+    measured_ns = time.time_ns()
+    calibration = {
+        "schema": CALIBRATION_SCHEMA,
+        "host": host,
+        "measured_unix_ns": measured_ns,
+        "measurements": {},
+    }
+    for name, result in suite_results.items():
+        for measurement, fields in SUITES[name].calibration(result).items():
+            calibration["measurements"][measurement] = {
+                key: _significant(value) for key, value in fields.items()
+            }
+    results = {
+        "format": RESULTS_FORMAT,
+        "host": host,
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "measured_unix_ns": measured_ns,
+        "path": {
+            "name": path.name,
+            "description": path.description,
+            "target": path.target,
+            "rate_bit_s": path.rate_bit_s,
+            "round_trips_pinned": " ".join(path.pin_prefix) or None,
+        },
+        "settings": settings.as_dict(),
+        "suites": suite_results,
+        "calibration": calibration,
+    }
+    return BenchResult(results, calibration)
+
+
+def _significant(value: float) -> float:
+    """Measured figures to four significant digits (the results file keeps them all); counts and sizes exact."""
+    return value if isinstance(value, int) else float(f"{value:.4g}")
+
+
+def _find_shim_for_policies(progress: Progress) -> Path | None:
+    """The shim for the arms that run under a policy; without one those arms are left out."""
+    try:
+        return find_shim()
+    except ShimNotFoundError as error:
+        progress.warn(f"the shim's policy arms are left out: {error}")
+        return None
+
+
+@contextlib.contextmanager
+def network_path(loadgen: Path, target: str | None, link: str | None) -> Iterator[NetworkPath]:
+    """The path to measure, with a far end of our own unless --target names the user's."""
+    if target:
+        yield NetworkPath("target", f"to the bench-server at {target}", target)
+        return
+    pin = _pin_prefix()
+    if link:
+        profile = PROFILES[link]
+        with veth_pair(profile) as pair, far_end(loadgen, pair.far_prefix + pin, pair.far_addr) as far:
+            yield NetworkPath(
+                f"link-{link}", profile.description, far, pair.near_prefix, profile.rate_bit_s, pin
+            )
+    else:
+        with far_end(loadgen, pin, "127.0.0.1") as far:
+            yield NetworkPath("loopback", "loopback", far, pin_prefix=pin)
+
+
+def _pin_prefix() -> list[str]:
+    """taskset to the first CPU we may use. With both ends of a round trip on one CPU, a
+    wake-up never crosses CPUs: unpinned, where the scheduler puts the two processes
+    swings a small round trip several-fold (5 against 50 us in a 2-vCPU VM)."""
+    if shutil.which("taskset") is None:
+        return []
+    return ["taskset", "-c", str(min(os.sched_getaffinity(0)))]
+
+
+@contextlib.contextmanager
+def far_end(loadgen: Path, prefix: list[str], host: str) -> Iterator[str]:
+    """A `tcpadvise-loadgen serve` on host, port chosen by the kernel; yields HOST:PORT."""
+    server = subprocess.Popen(
+        [*prefix, str(loadgen), "serve", "--host", host, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=isolated_environment(),
+    )
+    try:
+        port = _listening_port(server)
+        yield f"{host}:{port}"
+    finally:
+        server.terminate()
+        server.wait()
+        server.stdout.close()
+        server.stderr.close()
+
+
+def _listening_port(server: subprocess.Popen) -> int:
+    line = server.stdout.readline()
+    if not line.startswith("listening "):
+        server.kill()
+        raise BenchError(f"the far end did not start: {_last_error(server.stderr.read(), server.wait())}")
+    return int(line.split()[1])
+
+
+def _last_error(stderr: str, returncode: int) -> str:
+    """The load generator's own last word on a failure, without its name."""
+    lines = stderr.strip().splitlines()
+    return lines[-1].removeprefix(f"{LOADGEN_NAME}: ") if lines else f"exit status {returncode}"
+
+
+def serve(host: str, port: int, announce: Callable[[int], None]) -> None:
+    """Run the far end in the foreground (`tcpadvise bench-server`) until interrupted."""
+    server = subprocess.Popen(
+        [str(find_loadgen()), "serve", "--host", host, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=isolated_environment(),
+    )
+    try:
+        with _terminate_as_interrupt():
+            announce(_listening_port(server))
+            server.wait()
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def isolated_environment() -> dict[str, str]:
+    """This environment without any preload or TCPADVISE_ setting (`ip netns exec` passes it on)."""
+    return {key: value for key, value in os.environ.items() if not key.startswith(_ISOLATED_PREFIXES)}
+
+
+def run_arm(loadgen: Path, path: NetworkPath, arm: Arm, shim: Path | None, scratch: Path) -> dict:
+    """One run of one arm: the load generator's JSON document."""
+    environment = isolated_environment()
+    if arm.policy:
+        config = scratch / f"{arm.policy}.yaml"
+        config.write_text(builtin_config(arm.policy))
+        traces = scratch / "traces"
+        traces.mkdir(exist_ok=True)
+        # Interval 0: the shim writes its trace at exit only, nothing in the measured time.
+        environment = shim_environment(environment, shim, traces, 0)
+        environment["TCPADVISE_CONFIG"] = str(config)
+    pin = path.pin_prefix if arm.pinned else []
+    command = [*path.near_prefix, *pin, str(loadgen), arm.mode, "--target", path.target, *arm.args]
+    try:
+        finished = subprocess.run(
+            command, capture_output=True, text=True, timeout=arm.timeout_seconds, env=environment, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise BenchError(
+            f"{arm.key}: the load generator did not finish in {arm.timeout_seconds:.0f} s"
+        ) from None
+    if finished.returncode != 0:
+        raise BenchError(f"{arm.key}: {_last_error(finished.stderr, finished.returncode)}")
+    try:
+        return json.loads(finished.stdout.splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise BenchError(f"{arm.key}: the load generator printed no result") from None
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so the namespaces and the far end are removed either way."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def write_outputs(result: BenchResult, calibration_path: Path) -> Path:
+    """Write the calibration and, beside it, the full results (NAME.results.json); return the latter."""
+    results_path = calibration_path.with_name(calibration_path.stem + ".results.json")
+    try:
+        calibration_path.parent.mkdir(parents=True, exist_ok=True)
+        calibration_path.write_text(json.dumps(result.calibration, indent=2) + "\n")
+        results_path.write_text(json.dumps(result.results, indent=1) + "\n")
+    except OSError as error:
+        raise BenchError(f"{error.filename}: cannot write ({error.strerror})") from None
+    return results_path

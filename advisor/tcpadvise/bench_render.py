@@ -1,0 +1,430 @@
+"""What `tcpadvise bench` shows a person: a progress bar while it runs, then a
+table per suite with the seed's figures beside ours, and the notes that say
+where today's kernel differs from the seeds' and why."""
+
+import math
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import bench_seeds as seeds
+from .bench import Progress as BenchProgress
+from .units import format_bytes, format_duration_us
+
+DASH = "-"
+_PENALTY_NAMES = {"fill": "filling one segment", "second": "a second segment", "fourth": "a fourth segment"}
+_PENALTY_SIZES = {"fill": "mss", "second": "mss+1", "fourth": "3*mss+1"}
+# (below this many us, divide by, unit), as units.format_duration_us chooses them.
+_DURATION_UNITS = ((1, 1e-3, "ns"), (1e3, 1, "µs"), (1e6, 1e3, "ms"), (math.inf, 1e6, "s"))
+
+
+class ProgressBar(BenchProgress):
+    """rich.progress on stderr: one bar per suite, counting load generator runs."""
+
+    def __init__(self, console: Console):
+        self._console = console
+        self._progress = Progress(
+            TextColumn("{task.description:<44}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self._tasks = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        if self._tasks:
+            self._progress.stop()
+
+    def start_suite(self, suite, title, total):
+        # Started with the first suite: a run that fails before it leaves no empty bar behind.
+        if not self._tasks:
+            self._progress.start()
+        self._tasks[suite] = self._progress.add_task(f"{suite}: {title}", total=total)
+
+    def advance(self, suite):
+        self._progress.advance(self._tasks[suite])
+
+    def warn(self, message):
+        self._progress.console.print(f"tcpadvise: warning: {message}", highlight=False)
+
+
+def summary_console() -> Console:
+    """stdout for the tables; piped into a file they need not fit an 80-column terminal."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = 120
+    return console
+
+
+def render_summary(results: dict, console: Console) -> None:
+    """Every suite's table, then the notes comparing them with the seeds."""
+    console.print(f"[bold]tcpadvise bench[/bold]: {results['host']}")
+    renderers = {
+        "pingpong": _pingpong_tables,
+        "nagle": _nagle_table,
+        "stream": _stream_tables,
+        "rpc": _rpc_table,
+    }
+    for name, result in results["suites"].items():
+        for table in renderers[name](result):
+            console.print()
+            console.print(table)
+    lines = notes(results)
+    if lines:
+        console.print()
+        console.print("[bold]Compared with the seeds[/bold]")
+        for line in lines:
+            console.print(f"- {line}", highlight=False)
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
+    for index, column in enumerate(columns):
+        table.add_column(column, justify="left" if index == 0 else "right")
+    return table
+
+
+def _duration_ci(summary: dict | None) -> str:
+    """'44.1 [43.9-48] ms': the median and its confidence interval, in the median's unit."""
+    if summary is None:
+        return DASH
+    scale, unit = next((scale, unit) for limit, scale, unit in _DURATION_UNITS if summary["median"] < limit)
+    low, median, high = (summary[key] / scale for key in ("ci_low", "median", "ci_high"))
+    return f"{median:.3g} [{low:.3g}-{high:.3g}] {unit}"
+
+
+def _mbit_s(value: float | None) -> str:
+    if value is None:
+        return DASH
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _mbit_ci(summary: dict | None) -> str:
+    if summary is None:
+        return DASH
+    return f"{_mbit_s(summary['median'])} [{_mbit_s(summary['ci_low'])}-{_mbit_s(summary['ci_high'])}]"
+
+
+def _percent(fraction: float | None) -> str:
+    if fraction is None:
+        return DASH
+    # Below 1%, two significant digits: "0.096%" says more than "0%".
+    return f"{100 * fraction:.2g}%" if 0 < abs(fraction) < 0.01 else f"{100 * fraction:.0f}%"
+
+
+def _times(ratio: float | None) -> str:
+    return DASH if ratio is None or math.isnan(ratio) else f"{ratio:.2g}x" if ratio < 10 else f"{ratio:,.0f}x"
+
+
+def _pingpong_tables(result: dict) -> list[Table]:
+    shown = [
+        point
+        for point in result["points"]
+        if point["label"] in _PENALTY_SIZES.values() or (point["request_bytes"] - 1) % 1000 == 0
+    ]
+    points = _table(
+        f"ping-pong (seed 000): N bytes, a 1-byte answer; MSS {result['mss']} B",
+        "bytes",
+        "segments",
+        "n",
+        "minimum",
+        "median [95% CI]",
+        "p99",
+    )
+    for point in shown:
+        trip = point["round_trip_us"]
+        label = f"{point['request_bytes']} ({point['label']})" if "mss" in point["label"] else point["label"]
+        points.add_row(
+            label,
+            f"{point['segments_per_round']:.1f}",
+            str(trip["count"]),
+            format_duration_us(trip["minimum"]),
+            _duration_ci(trip),
+            format_duration_us(trip["p99"]),
+        )
+    by_label = {point["label"]: point for point in result["points"]}
+    penalties = _table(
+        "penalty over a 1-byte message (seed 000's summary; the seed read minimums)",
+        "",
+        "bytes",
+        "here, minimum",
+        "here, median",
+        *(f"seed: {network}" for network in seeds.PINGPONG_PENALTIES),
+    )
+    for name, title in _PENALTY_NAMES.items():
+        penalties.add_row(
+            title,
+            str(by_label[_PENALTY_SIZES[name]]["request_bytes"]),
+            _percent(result["penalties"]["minimum"][name]),
+            _percent(result["penalties"]["median"][name]),
+            *(_percent(network[name]) for network in seeds.PINGPONG_PENALTIES.values()),
+        )
+    return [points, penalties]
+
+
+def _nagle_table(result: dict) -> list[Table]:
+    table = _table(
+        "15 two-byte writes, then a 2-byte reply (seed 004)",
+        "arm",
+        "round trip [95% CI]",
+        "p99",
+        "n",
+        "segments/request",
+        "far-end reads/request",
+        "seed 004",
+    )
+    for key, arm in result["arms"].items():
+        trip = arm["round_trip_us"]
+        seed = seeds.NAGLE_ROUND_US.get(key)
+        table.add_row(
+            key,
+            _duration_ci(trip),
+            format_duration_us(trip["p99"]),
+            str(trip["count"]),
+            f"{arm['segments_per_round']:.1f}",
+            f"{arm['far_reads_per_request']:.1f}",
+            format_duration_us(seed) if seed else DASH,
+        )
+    return [table]
+
+
+def _median(arm: dict) -> float | None:
+    return arm["throughput_mbit_s"]["median"] if arm["throughput_mbit_s"] else None
+
+
+def _stream_tables(result: dict) -> list[Table]:
+    by_size = _table(
+        "stream by write size (seed 003), Mbit/s measured by the receiver",
+        "write",
+        "Nagle on [95% CI]",
+        "Nagle off [95% CI]",
+        "on/off",
+        "B/segment, off",
+        "seed: on",
+        "seed: off",
+        "seed: on/off",
+    )
+    for row in result["by_size"]:
+        on, off = _median(row["nagle"]), _median(row["nodelay"])
+        seed_on, seed_off = seeds.STREAM_BY_SIZE_MBIT_S.get(row["write_bytes"], (None, None))
+        by_size.add_row(
+            format_bytes(row["write_bytes"]),
+            _mbit_ci(row["nagle"]["throughput_mbit_s"]),
+            _mbit_ci(row["nodelay"]["throughput_mbit_s"]),
+            _times(_ratio(on, off)),
+            f"{row['nodelay']['bytes_per_segment']:,.0f}",
+            _mbit_s(seed_on),
+            _mbit_s(seed_off),
+            _times(_ratio(seed_on, seed_off)),
+        )
+    autotuned = _median(result["by_sndbuf"][-1])
+    by_sndbuf = _table(
+        "bulk stream (64 KiB writes) by SO_SNDBUF (seed 003's window), Mbit/s",
+        "SO_SNDBUF",
+        "kernel's",
+        "Mbit/s [95% CI]",
+        "of autotuned",
+        "write p99",
+        "seed: window",
+        "seed: of peak",
+    )
+    for row in result["by_sndbuf"]:
+        size = row["sndbuf_set"]
+        seed = seeds.STREAM_BY_WINDOW_MBIT_S.get(size)
+        by_sndbuf.add_row(
+            format_bytes(size) if size else "autotuned",
+            format_bytes(row["sndbuf"]),
+            _mbit_ci(row["throughput_mbit_s"]),
+            _percent(_ratio(_median(row), autotuned)),
+            format_duration_us(row["write_us_p99"]),
+            _mbit_s(seed),
+            _percent(_ratio(seed, seeds.STREAM_PEAK_MBIT_S)),
+        )
+    return [by_size, by_sndbuf]
+
+
+def _rpc_table(result: dict) -> list[Table]:
+    table = _table(
+        f"requests as one write, or split with a {result['tail_bytes']}-byte tail, Nagle on (seed 002)",
+        "bytes",
+        "one write [95% CI]",
+        "split [95% CI]",
+        "split/one",
+        "segments, split",
+        "seed: TCP local",
+    )
+    for row in result["sizes"]:
+        seed = seeds.RPC_TCP_LOCAL.get(row["request_bytes"])
+        table.add_row(
+            str(row["request_bytes"]),
+            _duration_ci(row["one_write"]["round_trip_us"]),
+            _duration_ci(row["split"]["round_trip_us"]),
+            _times(row["split_over_one_write"]),
+            f"{row['split']['segments_per_round']:.1f}",
+            f"{seed:g}" if seed else DASH,
+        )
+    return [table]
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return numerator / denominator if numerator is not None and denominator else None
+
+
+def notes(results: dict) -> list[str]:
+    """Where this path differs from the seeds' and why, one sentence or two per finding."""
+    suites = results["suites"]
+    lines = []
+    if "pingpong" in suites:
+        lines += _pingpong_notes(suites["pingpong"], results["path"])
+    if "nagle" in suites:
+        lines += _nagle_notes(suites["nagle"])
+    if "stream" in suites:
+        lines += _stream_notes(suites["stream"])
+    if "rpc" in suites:
+        lines += _rpc_notes(suites["rpc"])
+    return lines
+
+
+def _pingpong_notes(result: dict, path: dict) -> list[str]:
+    mss = result["mss"]
+    # As the seed, from minimums; but on a tbf link the minimum is a message that found the bucket full.
+    statistic = "median" if path.get("rate_bit_s") else "minimum"
+    penalties = result["penalties"][statistic]
+    lan = seeds.PINGPONG_PENALTIES["Wired LAN"]
+    lines = []
+    if mss > max(point["request_bytes"] for point in result["points"] if "mss" not in point["label"]):
+        lines.append(
+            f"The segment here holds {mss} bytes, so the seed's whole 1-9901 byte sweep fits in one segment: "
+            f"the second- and fourth-segment penalties were measured at {mss + 1} and {3 * mss + 1} bytes."
+        )
+    lines.append(
+        f"Penalty over a 1-byte message, from {statistic}s: "
+        + ", ".join(
+            f"{_PENALTY_NAMES[name]} {_percent(penalties[name])} (seed, wired LAN: {_percent(lan[name])})"
+            for name in _PENALTY_NAMES
+        )
+        + "."
+    )
+    if path["name"] == "loopback":
+        lines.append(
+            "Loopback has no wire: a larger message costs its copies and a second segment one more pass "
+            "through the stack, where the seed's LAN paid serialisation time per byte and per frame."
+        )
+    elif path.get("rate_bit_s"):
+        frame_us = (mss + 66) * 8 / path["rate_bit_s"] * 1e6
+        one_byte = next(point for point in result["points"] if point["label"] == "1")
+        lines.append(
+            f"At this rate a full frame takes {format_duration_us(frame_us)} to serialise, against "
+            f"{format_duration_us(one_byte['round_trip_us']['median'])} for the whole 1-byte round trip: "
+            "the round trip grows with the bytes on the wire, as on the seed's slower links. (tbf is a token "
+            "bucket, not a wire: the first two frames after a pause leave at once, hence the low minimums.)"
+        )
+    return lines
+
+
+def _nagle_notes(result: dict) -> list[str]:
+    arms = {key: arm["round_trip_us"]["median"] for key, arm in result["arms"].items()}
+    lines = [
+        (
+            f"Nagle with delayed ACKs still stalls: {format_duration_us(arms['plain'])} a round "
+            f"(seed: {format_duration_us(seeds.NAGLE_ROUND_US['plain'])}); Linux's minimum delayed-ACK "
+            "timer is still 40 ms, and Nagle holds the 14 small writes after the first until that ACK."
+        ),
+        (
+            f"TCP_NODELAY {format_duration_us(arms['nodelay'])} and TCP_CORK {format_duration_us(arms['cork'])} "
+            f"(seed: {format_duration_us(seeds.NAGLE_ROUND_US['nodelay'])} and "
+            f"{format_duration_us(seeds.NAGLE_ROUND_US['cork'])}): the stall is gone either way; NODELAY still "
+            f"sends {result['arms']['nodelay']['segments_per_round']:.1f} segments a request where CORK and "
+            f"writev send {result['arms']['writev']['segments_per_round']:.1f}."
+        ),
+    ]
+    if "shim-coalesce" in arms:
+        lines.append(
+            f"Under the shim, the unmodified program gets {format_duration_us(arms['shim-coalesce'])} with "
+            f"coalesce and {format_duration_us(arms['shim-cork'])} with cork, against "
+            f"{format_duration_us(arms['writev'])} for its own writev."
+        )
+    return lines
+
+
+def _stream_notes(result: dict) -> list[str]:
+    by_size = {row["write_bytes"]: row for row in result["by_size"]}
+    small = by_size[128]
+    on, off = _median(small["nagle"]), _median(small["nodelay"])
+    seed_on, seed_off = seeds.STREAM_BY_SIZE_MBIT_S[128]
+    writes_per_segment = small["nodelay"]["bytes_per_segment"] / 128
+    if writes_per_segment >= 2:
+        why = (
+            f"Linux's autocorking merged about {writes_per_segment:.0f} writes into each segment: it holds a "
+            "small write back while an earlier segment of the socket still waits in the qdisc or the device, "
+            "even with TCP_NODELAY, so small writes cost system calls more than segments."
+        )
+    else:
+        why = (
+            f"{small['nodelay']['bytes_per_segment']:,.0f} bytes a segment: nearly every write left as a "
+            "segment of its own, as in the seed (Linux's autocorking merges them only while an earlier "
+            "segment still waits in the qdisc or the device)."
+        )
+    lines = [
+        (
+            f"128-byte writes with Nagle off stream at {_percent(_ratio(off, on))} of Nagle on "
+            f"(seed: {_percent(seed_off / seed_on)}). {why}"
+        ),
+    ]
+    by_sndbuf = {row["sndbuf_set"]: row for row in result["by_sndbuf"]}
+    limited, autotuned = by_sndbuf[4096], by_sndbuf[None]
+    lines.append(
+        f"SO_SNDBUF=4096 (the kernel makes it {limited['sndbuf']} bytes): "
+        f"{_percent(_ratio(_median(limited), _median(autotuned)))} of the autotuned stream, each 64 KiB write "
+        f"waiting up to {format_duration_us(limited['write_us_p99'])} (p99) for room (seed, a 4 KB window "
+        f"on 1 Gbit/s: {_percent(seeds.STREAM_BY_WINDOW_MBIT_S[4096] / seeds.STREAM_PEAK_MBIT_S)} of peak). "
+        f"Autotuning grew the buffer to {format_bytes(autotuned['sndbuf'])}; setting SO_SNDBUF at all turns "
+        "it off."
+    )
+    return lines
+
+
+def _rpc_notes(result: dict) -> list[str]:
+    rows = result["sizes"]
+    stalled = [row["request_bytes"] for row in rows if row["stalled"]]
+    predicted = [row["request_bytes"] for row in rows if row["lone_partial_segment"]]
+    tail = result["tail_bytes"]
+    lines = [
+        (
+            f"A request split into a large write and a {tail}-byte tail, Nagle on, waits for a delayed ACK at "
+            f"{len(stalled)} of {len(rows)} sizes ({', '.join(map(str, stalled)) or 'none'}; up to "
+            f"{_times(max(row['split_over_one_write'] for row in rows))} one write), where SunOS 4.0.1 was slow "
+            f"for 4045-4952 and 8090-8960 bytes "
+            f"({_times(seeds.RPC_TCP_LOCAL[4096] / seeds.RPC_TCP_LOCAL[4000])} at 4096)."
+        ),
+    ]
+    rule = (
+        "Linux's Nagle holds the tail until the large write's last, partial segment is ACKed, and the far "
+        "end ACKs every second full segment at once but delays the ACK of a partial one that arrives alone"
+    )
+    if stalled == predicted:
+        mss = max(row["split"]["mss"] for row in rows)
+        lines.append(
+            f"{rule}: with a {mss}-byte MSS that is exactly the sizes whose large write is an even "
+            "number of full segments (none included) plus a partial one."
+        )
+    else:
+        spared = [size for size in predicted if size not in stalled]
+        unexpected = [size for size in stalled if size not in predicted]
+        lines.append(
+            f"{rule}, which predicts stalls at {', '.join(map(str, predicted)) or 'no size'} here."
+            + (
+                f" Spared: {', '.join(map(str, spared))}; the large write's last segment may still have been "
+                "queued in the socket (TCP small queues on a slow link) when the tail came, and left with it."
+                if spared
+                else ""
+            )
+            + (f" Stalled though not predicted: {', '.join(map(str, unexpected))}." if unexpected else "")
+        )
+    return lines

@@ -1,0 +1,374 @@
+"""The suites of `tcpadvise bench`, one per seed experiment: the arms each runs
+with tcpadvise-loadgen, what it makes of their JSON documents, and the
+calibration measurements it yields (schemas/calibration-1.schema.json).
+
+Round trips are in microseconds, throughput in Mbit/s; every figure is a
+bench_stats.Summary (as a dict) pooling the arm's runs.
+"""
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+from . import hist
+from .bench_stats import after_warmup, interval_rates_mbit_s, segment_penalties, summarize
+
+SUITE_NAMES = ("pingpong", "nagle", "stream", "rpc")
+# The round trip a stalled arm is allowed per planned round: 200 rounds stop
+# after 0.4 s, so a 40 ms delayed-ACK stall yields about ten.
+_BUDGET_MS_PER_ROUND = 2
+# The first rounds on a new connection are slower (cold caches, the far end's
+# buffers growing): discarded before the first point's own warm-up.
+_CONNECTION_WARMUP = 4
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How much to measure: the suites, runs per arm, round trips per point, seconds per stream."""
+
+    suites: tuple[str, ...] = SUITE_NAMES
+    runs: int = 3
+    rounds: int = 200
+    seconds: float | None = None
+
+    @property
+    def warmup(self) -> int:
+        return max(2, self.rounds // 50)
+
+    @property
+    def budget_ms(self) -> int:
+        return self.rounds * _BUDGET_MS_PER_ROUND
+
+    def stream_seconds(self, rate_bit_s: float | None) -> float:
+        """--seconds, else long enough for a few hundred segments on the path's rate."""
+        if self.seconds:
+            return self.seconds
+        if rate_bit_s is None or rate_bit_s >= 1e8:
+            return 0.3
+        return 1.0 if rate_bit_s >= 1e7 else 2.0
+
+    def as_dict(self) -> dict:
+        return {
+            **asdict(self),
+            "suites": list(self.suites),
+            "warmup": self.warmup,
+            "budget_ms": self.budget_ms,
+        }
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One way of running the load generator: `tcpadvise-loadgen MODE --target T ARGS...`,
+    under the shim with a built-in policy when `policy` is set, on the far end's CPU
+    when `pinned` (round trips; a stream wants a CPU of its own)."""
+
+    key: str
+    mode: str
+    args: tuple[str, ...]
+    policy: str | None = None
+    timeout_seconds: float = 600
+    pinned: bool = True
+
+
+class Suite(Protocol):
+    name: str
+    seed: str
+    title: str
+
+    def arms(self, settings: Settings, path) -> list[Arm]: ...
+
+    def analyze(self, documents: dict[str, list[dict]], settings: Settings, path) -> dict: ...
+
+    def calibration(self, result: dict) -> dict[str, dict[str, float]]: ...
+
+
+def round_trip_arm(
+    key: str, mode: str, settings: Settings, points: int, *args: str, policy: str | None = None
+) -> Arm:
+    """An arm of round trips over `points` request shapes, with the settings' rounds, warm-up and budget."""
+    timing = (
+        "--rounds",
+        str(settings.rounds),
+        "--warmup",
+        str(settings.warmup),
+        "--connection-warmup",
+        str(_CONNECTION_WARMUP),
+        "--budget-ms",
+        str(settings.budget_ms),
+    )
+    # Generous: a stalled point costs its budget plus its warm-up rounds at up to a second each.
+    timeout = 60 + points * (settings.budget_ms / 1000 + settings.warmup + _CONNECTION_WARMUP)
+    return Arm(key, mode, (*args, *timing), policy, timeout)
+
+
+def point_summary(runs: Sequence[dict]) -> dict:
+    """The same point of every run: round trip (us) after warm-up, segments and retransmissions per round."""
+    measured = [after_warmup(point["round_ns"], point["warmup"]) for point in runs]
+    rounds = sum(len(samples) for samples in measured)
+    summary = summarize(measured)
+    return {
+        "request_bytes": runs[0]["request_bytes"],
+        "writes": runs[0]["writes"],
+        "mss": runs[0]["mss"],
+        "round_trip_us": summary.scaled(1e-3).as_dict() if summary else None,
+        "segments_per_round": sum(point["data_segs_out"] for point in runs) / rounds if rounds else None,
+        "retransmissions": sum(point["total_retrans"] for point in runs),
+    }
+
+
+def median_us(point: dict) -> float:
+    return point["round_trip_us"]["median"]
+
+
+class Pingpong:
+    """Seed 000: N bytes ending a message, a 1-byte answer, N from 1 to 9901 in steps of 100,
+    then exactly one segment, one byte more, and one byte over three segments."""
+
+    name, seed, title = "pingpong", "000", "ping-pong by message size"
+    sweep = tuple(range(1, 9902, 100))
+    boundaries = ("mss", "mss+1", "3*mss+1")
+
+    def labels(self) -> list[str]:
+        return [*map(str, self.sweep), *self.boundaries]
+
+    def arms(self, settings, path):
+        labels = self.labels()
+        return [round_trip_arm("pingpong", "pingpong", settings, len(labels), "--sizes", ",".join(labels))]
+
+    def analyze(self, documents, settings, path):
+        runs = documents["pingpong"]
+        points = [
+            {"label": label, **point_summary([run["near"]["points"][index] for run in runs])}
+            for index, label in enumerate(self.labels())
+        ]
+        by_label = {point["label"]: point for point in points}
+        # The segment size in force when the boundary points ran (Linux lets it grow with the peer's window).
+        mss = by_label["mss"]["mss"]
+        penalties = {
+            statistic: segment_penalties(
+                {point["request_bytes"]: point["round_trip_us"][statistic] for point in points}, mss
+            )
+            for statistic in ("minimum", "median")
+        }
+        return {"seed": self.seed, "mss": mss, "points": points, "penalties": penalties}
+
+    def calibration(self, result):
+        by_label = {point["label"]: point for point in result["points"]}
+        # Medians, as every figure of the calibration: a minimum is one lucky round (on a tbf
+        # link, a message that found the bucket full).
+        penalties = result["penalties"]["median"]
+        return {
+            "extra_segment": {
+                "one_segment_us": median_us(by_label["mss"]),
+                "two_segments_us": median_us(by_label["mss+1"]),
+            },
+            "segment_penalties": {
+                "mss_bytes": result["mss"],
+                "one_byte_us": median_us(by_label["1"]),
+                **{
+                    f"{name}_packet_percent": 100 * value
+                    for name, value in penalties.items()
+                    if value is not None
+                },
+            },
+        }
+
+
+class Nagle:
+    """Seed 004: 15 two-byte writes then a 2-byte reply, as the client does it and under the shim."""
+
+    name, seed, title = "nagle", "004", "15 two-byte writes, then a reply"
+    own_arms = (
+        ("plain", ()),
+        ("nodelay", ("--nodelay",)),
+        ("cork", ("--send", "cork")),
+        ("writev", ("--send", "writev")),
+    )
+    policies = ("nodelay", "cork", "coalesce")
+
+    def arms(self, settings, path):
+        arms = [round_trip_arm(key, "burst", settings, 1, *args) for key, args in self.own_arms]
+        arms += [
+            round_trip_arm(f"shim-{policy}", "burst", settings, 1, policy=policy) for policy in self.policies
+        ]
+        return arms
+
+    def analyze(self, documents, settings, path):
+        arms = {}
+        for key, runs in documents.items():
+            far_reads = sum(run["far"]["reads"]["count"] for run in runs)
+            far_requests = sum(run["far"]["requests"] for run in runs)
+            arms[key] = {
+                **point_summary([run["near"]["points"][0] for run in runs]),
+                "far_reads_per_request": far_reads / far_requests if far_requests else None,
+            }
+        return {"seed": self.seed, "arms": arms}
+
+    def calibration(self, result):
+        arms = result["arms"]
+        measurements = {"nagle": {f"{key}_us": median_us(arms[key]) for key, _ in self.own_arms}}
+        shim = {
+            f"{policy}_us": median_us(arms[f"shim-{policy}"])
+            for policy in self.policies
+            if f"shim-{policy}" in arms
+        }
+        if shim:
+            measurements["nagle_shim"] = shim
+        return measurements
+
+
+class Stream:
+    """Seed 003: throughput by write size with Nagle on and off, and by SO_SNDBUF
+    (64 KiB writes, Nagle on); measured by the receiver."""
+
+    name, seed, title = "stream", "003", "throughput by write size and SO_SNDBUF"
+    write_sizes = (1, 16, 128, 512, 1024, 4096, 65536)
+    sndbufs = (4096, 8192, 16384, 32768, 65536, 262144, 1048576)
+    bulk_write = 65536
+    small_write, batched_write, limited_sndbuf = 128, 4096, 4096
+
+    def arms(self, settings, path):
+        seconds = settings.stream_seconds(path.rate_bit_s)
+        # Six intervals a run: the first two are warm-up (slow start, buffers growing).
+        timing = ("--seconds", f"{seconds:g}", "--interval-ms", str(max(1, round(seconds * 1000 / 6))))
+        timeout = 60 + 3 * seconds
+        arms = []
+        for size in self.write_sizes:
+            arms.append(
+                Arm(f"nagle-{size}", "stream", ("--write-bytes", str(size), *timing), None, timeout, False)
+            )
+            arms.append(
+                Arm(
+                    f"nodelay-{size}",
+                    "stream",
+                    ("--write-bytes", str(size), "--nodelay", *timing),
+                    None,
+                    timeout,
+                    False,
+                )
+            )
+        # The autotuned reference of the SO_SNDBUF sweep is the Nagle-on arm at bulk_write.
+        for sndbuf in self.sndbufs:
+            args = ("--write-bytes", str(self.bulk_write), "--sndbuf", str(sndbuf), *timing)
+            arms.append(Arm(f"sndbuf-{sndbuf}", "stream", args, None, timeout, False))
+        return arms
+
+    def analyze(self, documents, settings, path):
+        warmup_ns = settings.stream_seconds(path.rate_bit_s) / 3 * 1e9
+        arms = {key: self.arm_summary(runs, warmup_ns) for key, runs in documents.items()}
+        return {
+            "seed": self.seed,
+            "by_size": [
+                {"write_bytes": size, "nagle": arms[f"nagle-{size}"], "nodelay": arms[f"nodelay-{size}"]}
+                for size in self.write_sizes
+            ],
+            "by_sndbuf": [{"sndbuf_set": sndbuf, **arms[f"sndbuf-{sndbuf}"]} for sndbuf in self.sndbufs]
+            + [{"sndbuf_set": None, **arms[f"nagle-{self.bulk_write}"]}],
+        }
+
+    @staticmethod
+    def arm_summary(runs: list[dict], warmup_ns: float) -> dict:
+        summary = summarize([interval_rates_mbit_s(run["far"]["ticks"], warmup_ns) for run in runs])
+        # Segments that carried new data: a retransmission carries bytes already counted.
+        segments = sum(
+            run["near"]["tcp_info"]["data_segs_out"] - run["near"]["tcp_info"]["total_retrans"]
+            for run in runs
+        )
+        reads = hist.merge(run["far"]["reads"] for run in runs)
+        writes = hist.merge(run["near"]["write_ns"] for run in runs)
+        return {
+            "throughput_mbit_s": summary.as_dict() if summary else None,
+            "sndbuf": runs[0]["near"]["sndbuf"],
+            "bytes_per_segment": sum(run["far"]["bytes"] for run in runs) / segments if segments else None,
+            "read_bytes_p50": hist.percentile(reads, 0.5),
+            "write_us_p50": (hist.percentile(writes, 0.5) or 0) / 1e3,
+            "write_us_p99": (hist.percentile(writes, 0.99) or 0) / 1e3,
+            "retransmissions": sum(run["near"]["tcp_info"]["total_retrans"] for run in runs),
+        }
+
+    def calibration(self, result):
+        by_size = {row["write_bytes"]: row for row in result["by_size"]}
+        by_sndbuf = {row["sndbuf_set"]: row for row in result["by_sndbuf"]}
+
+        def mbit_s(arm: dict) -> float:
+            return arm["throughput_mbit_s"]["median"]
+
+        return {
+            "small_writes": {
+                "write_bytes": self.small_write,
+                "nodelay_mbit_s": mbit_s(by_size[self.small_write]["nodelay"]),
+                "nagle_mbit_s": mbit_s(by_size[self.small_write]["nagle"]),
+                "batched_mbit_s": mbit_s(by_size[self.batched_write]["nodelay"]),
+            },
+            "sndbuf": {
+                "sndbuf_bytes": self.limited_sndbuf,
+                "limited_mbit_s": mbit_s(by_sndbuf[self.limited_sndbuf]),
+                "autotuned_mbit_s": mbit_s(by_sndbuf[None]),
+            },
+        }
+
+
+# A split request that takes this much longer than one write waited for a
+# delayed ACK: half of Linux's 40 ms minimum, far above any path's jitter here.
+STALL_US = 20_000
+
+
+def tail_waits_for_delayed_ack(first_write: int, mss: int) -> bool:
+    """Whether Linux holds a small tail written after `first_write` bytes for a delayed ACK.
+
+    Nagle (Minshall's variant) holds the tail while the first write's last
+    segment, shorter than the MSS, is unacknowledged. The receiver ACKs at
+    once when more than one full segment has arrived since its last ACK,
+    which it does for every second full segment; so the short last segment
+    arrives alone, and its ACK is delayed, when it follows an even number of
+    full segments (none included).
+    """
+    full, partial = divmod(first_write, mss)
+    return partial > 0 and full % 2 == 0
+
+
+class Rpc:
+    """Seed 002: requests around 4096 and 8192 bytes as one write, and as a large write
+    plus a 4-byte tail (Nagle on), each answered with a 28-byte reply (a Sun RPC null reply)."""
+
+    name, seed, title = "rpc", "002", "request sizes around 4 and 8 KiB, one write or two"
+    sizes = (512, 2048, 4000, 4096, 4952, 8000, 8192, 8960)
+    tail = 4
+    calibration_size = 4096
+
+    def arms(self, settings, path):
+        sizes = ("--sizes", ",".join(map(str, self.sizes)))
+        return [
+            round_trip_arm("one-write", "rpc", settings, len(self.sizes), *sizes),
+            round_trip_arm("split", "rpc", settings, len(self.sizes), *sizes, "--tail", str(self.tail)),
+        ]
+
+    def analyze(self, documents, settings, path):
+        rows = []
+        for index, size in enumerate(self.sizes):
+            one = point_summary([run["near"]["points"][index] for run in documents["one-write"]])
+            split = point_summary([run["near"]["points"][index] for run in documents["split"]])
+            rows.append(
+                {
+                    "request_bytes": size,
+                    "one_write": one,
+                    "split": split,
+                    "split_over_one_write": median_us(split) / median_us(one),
+                    "stalled": median_us(split) - median_us(one) >= STALL_US,
+                    "lone_partial_segment": tail_waits_for_delayed_ack(size - self.tail, split["mss"]),
+                }
+            )
+        return {"seed": self.seed, "tail_bytes": self.tail, "sizes": rows}
+
+    def calibration(self, result):
+        row = next(row for row in result["sizes"] if row["request_bytes"] == self.calibration_size)
+        return {
+            "large_write_tail": {
+                "request_bytes": self.calibration_size,
+                "split_us": median_us(row["split"]),
+                "one_write_us": median_us(row["one_write"]),
+            }
+        }
+
+
+SUITES: dict[str, Suite] = {suite.name: suite for suite in (Pingpong(), Nagle(), Stream(), Rpc())}

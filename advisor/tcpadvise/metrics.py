@@ -1,0 +1,551 @@
+"""What a rule can test: the subjects rules judge, and the one catalogue of metrics.
+
+Subjects are of two kinds:
+
+- scope: the sockets one policy rule would match (docs/policy-config.md): one
+  program's sockets of one role and one service (a server's local port; a
+  client's peer address and port). Every process of that program and every
+  connection, open or grouped, folds into it: counts and tcp_info counters are
+  added, histograms merged, rtt and rttvar averaged over the connections;
+  an option is known only when every socket of the scope agrees on it.
+- run: one `tcpadvise record` run (its record.json) with the traces written
+  beside it during the run.
+
+`METRICS` names every metric with its unit, its subject kind and a
+description: `tcpadvise rules metrics` prints it, and a rule naming anything
+else is refused when loaded. A metric that cannot be computed (no turns, no
+tcp_info, sockets that disagree) has the value None, and a condition on it
+never holds.
+"""
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import hist
+from .elfinfo import BinaryInfo, blind_spot
+from .report import Report, merge_sockets
+from .traces import Manifest
+
+SCOPE, RUN = "scope", "run"
+
+# tcp_info fields a scope adds up over its connections, and those it averages per connection.
+_TCP_INFO_COUNTERS = (
+    "total_retrans",
+    "segs_out",
+    "data_segs_out",
+    "busy_time_us",
+    "rwnd_limited_us",
+    "sndbuf_limited_us",
+    "samples",
+)
+_TCP_INFO_MEANS = ("rtt_us", "rttvar_us")
+# The buffer options an application can fix, and the effective option each one sets.
+_BUFFER_OPTIONS = (("SO_SNDBUF", "sndbuf"), ("SO_RCVBUF", "rcvbuf"))
+# The kernel doubles a buffer size set with setsockopt (for its own bookkeeping).
+_KERNEL_DOUBLES = 2
+_KIB = 1024
+
+
+@dataclass
+class Scope:
+    """Sockets of one program, role and service; `merged` is them as one trace socket."""
+
+    program: str
+    role: str
+    local_port: int | None
+    peer: str | None
+    peer_port: int | None
+    pids: list[int]
+    sockets: list[int]
+    merged: dict
+    kind: str = field(default=SCOPE, init=False)
+
+
+@dataclass
+class Run:
+    """A `tcpadvise record` run and how many sockets its traces hold."""
+
+    manifest: Manifest
+    traced_sockets: int
+    kind: str = field(default=RUN, init=False)
+
+    @property
+    def binary(self) -> BinaryInfo:
+        binary = self.manifest.data["binary"]
+        return BinaryInfo(path=binary["path"], static=binary["static"], go=binary["go"])
+
+    @property
+    def program(self) -> str:
+        return Path(self.binary.path or self.manifest.data["command"][0]).name
+
+
+Subject = Scope | Run
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    subject: str
+    description: str
+    compute: Callable[[Subject], object]
+
+
+def subjects_of(report: Report) -> list[Subject]:
+    """Every scope of the report's sockets (in order of first appearance), then every run."""
+    indexes_by_key: dict[tuple, list[int]] = {}
+    for index, item in enumerate(report.sockets):
+        indexes_by_key.setdefault(_scope_key(item), []).append(index)
+    scopes = [_scope(report, indexes) for indexes in indexes_by_key.values()]
+    return [*scopes, *(_run(report, manifest) for manifest in report.manifests)]
+
+
+def _run(report: Report, manifest: Manifest) -> Run:
+    # The run's traces are those beside its record.json (traces.load_inputs already left out older ones).
+    directory = manifest.path.resolve().parent
+    beside = [trace for trace in report.traces if trace.path.resolve().parent == directory]
+    return Run(manifest, traced_sockets=sum(len(trace.data["sockets"]) for trace in beside))
+
+
+def _scope_key(item: dict) -> tuple:
+    if item["role"] == "server":
+        return (item["program"], "server", item["local"]["port"])
+    if item["role"] == "client":
+        return (item["program"], "client", item["peer"]["addr"], item["peer"]["port"])
+    return (item["program"], item["role"], item["local"]["port"], item["peer"]["addr"], item["peer"]["port"])
+
+
+def _scope(report: Report, indexes: list[int]) -> Scope:
+    first = report.sockets[indexes[0]]
+    raw = [report.raw_sockets[index] for index in indexes]
+    merged = merge_sockets(raw)
+    merged["options"] = _agreed([socket["options"] for socket in raw])
+    merged["options_set"] = _agreed([socket["options_set"] for socket in raw])
+    merged["tcp_info"] = _merged_tcp_info([socket.get("tcp_info", {}) for socket in raw])
+    role = first["role"]
+    return Scope(
+        program=first["program"],
+        role=role,
+        local_port=first["local"]["port"] if role != "client" else None,
+        peer=first["peer"]["addr"] if role != "server" else None,
+        peer_port=first["peer"]["port"] if role != "server" else None,
+        pids=sorted({report.sockets[index]["pid"] for index in indexes}),
+        sockets=indexes,
+        merged=merged,
+    )
+
+
+def _agreed(tables: list[dict]) -> dict:
+    """The entries every table has with the same value."""
+    agreed = {}
+    for key in dict.fromkeys(key for table in tables for key in table):
+        values = [table.get(key) for table in tables]
+        if all(value == values[0] for value in values) and values[0] is not None:
+            agreed[key] = values[0]
+    return agreed
+
+
+def _merged_tcp_info(infos: list[dict]) -> dict:
+    infos = [info for info in infos if info]
+    if not infos:
+        return {}
+    merged = {
+        key: sum(info.get(key, 0) for info in infos)
+        for key in _TCP_INFO_COUNTERS
+        if any(key in info for info in infos)
+    }
+    for key in _TCP_INFO_MEANS:
+        weighted = [(info[key], info.get("samples", 1)) for info in infos if key in info]
+        if weighted:
+            merged[key] = sum(value * weight for value, weight in weighted) / sum(
+                weight for _, weight in weighted
+            )
+    # Gauges (segment size, window, rate) do not add up: take the best-sampled entry's.
+    representative = max(infos, key=lambda info: info.get("samples", 1))
+    for key in ("snd_mss", "snd_cwnd", "delivery_rate", "notsent_bytes"):
+        if key in representative:
+            merged[key] = representative[key]
+    return merged
+
+
+def _ratio(numerator, denominator):
+    return None if numerator is None or not denominator else numerator / denominator
+
+
+def _percentile(section: str, histogram: str, fraction: float) -> Callable[[Scope], float | None]:
+    return lambda scope: hist.percentile(scope.merged[section][histogram], fraction)
+
+
+def _tcp(name: str) -> Callable[[Scope], float | None]:
+    return lambda scope: scope.merged["tcp_info"].get(name)
+
+
+def _options(table: str, name: str) -> Callable[[Scope], object]:
+    return lambda scope: scope.merged[table].get(name)
+
+
+def _app_flag(option: str) -> Callable[[Scope], bool | None]:
+    def compute(scope: Scope) -> bool | None:
+        value = scope.merged["options_set"].get(option)
+        return None if value is None else bool(value)
+
+    return compute
+
+
+def _burst_mean_bytes(scope: Scope) -> float | None:
+    # writes.bytes and bursts.count are exact (a histogram's sum is an estimate for burst sizes).
+    return _ratio(scope.merged["writes"]["bytes"], scope.merged["bursts"]["count"])
+
+
+def _burst_segments(scope: Scope) -> int | None:
+    mean, mss = _burst_mean_bytes(scope), scope.merged["tcp_info"].get("snd_mss")
+    return None if mean is None or not mss else max(1, math.ceil(mean / mss))
+
+
+def _last_segment_bytes(scope: Scope) -> float | None:
+    segments = _burst_segments(scope)
+    if segments is None:
+        return None
+    return _burst_mean_bytes(scope) - (segments - 1) * scope.merged["tcp_info"]["snd_mss"]
+
+
+def _bursts_same_size(scope: Scope) -> bool | None:
+    buckets = scope.merged["bursts"]["bytes"]["buckets"]
+    return len(buckets) == 1 if buckets else None
+
+
+def _bytes_per_sndbuf(scope: Scope) -> float | None:
+    return _ratio(
+        hist.percentile(scope.merged["bursts"]["bytes"], 0.5), scope.merged["options"].get("sndbuf")
+    )
+
+
+def _fixed_buffer_bytes(scope: Scope) -> int | None:
+    """Effective size of the buffers the application fixed (autotuning stops for those), per connection."""
+    fixed = [
+        scope.merged["options"].get(effective)
+        for option, effective in _BUFFER_OPTIONS
+        if option in scope.merged["options_set"]
+    ]
+    return None if None in fixed else sum(fixed)
+
+
+def _fixed_buffer_count(scope: Scope) -> int:
+    return sum(option in scope.merged["options_set"] for option, _ in _BUFFER_OPTIONS)
+
+
+def _scaled(per_connection: Callable[[Scope], float | None]) -> Callable[[Scope], float | None]:
+    def compute(scope: Scope) -> float | None:
+        value = per_connection(scope)
+        return None if value is None else value * scope.merged["connections"]
+
+    return compute
+
+
+def _catalogue(*metrics: Metric) -> dict[str, Metric]:
+    return {metric.name: metric for metric in metrics}
+
+
+METRICS = _catalogue(
+    # The scope itself.
+    Metric("role", "text", SCOPE, "client, server or unknown.", lambda scope: scope.role),
+    Metric(
+        "connections",
+        "count",
+        SCOPE,
+        "Connections in the scope, open and closed.",
+        lambda scope: scope.merged["connections"],
+    ),
+    # Options as the kernel had them, and as the application set them.
+    Metric(
+        "options.nodelay",
+        "bool",
+        SCOPE,
+        "TCP_NODELAY as the kernel had it (Nagle off when true).",
+        _options("options", "nodelay"),
+    ),
+    Metric("options.cork", "bool", SCOPE, "TCP_CORK as the kernel had it.", _options("options", "cork")),
+    Metric(
+        "options.sndbuf",
+        "bytes",
+        SCOPE,
+        "Send buffer as the kernel had it: twice what the application set, else autotuned.",
+        _options("options", "sndbuf"),
+    ),
+    Metric(
+        "options.rcvbuf",
+        "bytes",
+        SCOPE,
+        "Receive buffer as the kernel had it.",
+        _options("options", "rcvbuf"),
+    ),
+    Metric(
+        "app.nodelay",
+        "bool",
+        SCOPE,
+        "TCP_NODELAY as the application set it; None if it never did.",
+        _app_flag("TCP_NODELAY"),
+    ),
+    Metric(
+        "app.cork",
+        "bool",
+        SCOPE,
+        "TCP_CORK as the application last set it; None if it never did.",
+        _app_flag("TCP_CORK"),
+    ),
+    Metric(
+        "app.sndbuf",
+        "bytes",
+        SCOPE,
+        "SO_SNDBUF as the application set it (before the kernel doubles it).",
+        _options("options_set", "SO_SNDBUF"),
+    ),
+    Metric(
+        "app.rcvbuf",
+        "bytes",
+        SCOPE,
+        "SO_RCVBUF as the application set it.",
+        _options("options_set", "SO_RCVBUF"),
+    ),
+    # Writes.
+    Metric(
+        "writes.calls",
+        "count",
+        SCOPE,
+        "Write calls of every API, failed ones included.",
+        lambda scope: scope.merged["writes"]["calls"],
+    ),
+    Metric("writes.bytes", "bytes", SCOPE, "Bytes written.", lambda scope: scope.merged["writes"]["bytes"]),
+    Metric(
+        "writes.size_p25",
+        "bytes",
+        SCOPE,
+        "Write size a quarter of the writes stay under.",
+        _percentile("writes", "size", 0.25),
+    ),
+    Metric("writes.size_p50", "bytes", SCOPE, "Median write size.", _percentile("writes", "size", 0.5)),
+    Metric(
+        "writes.size_p75",
+        "bytes",
+        SCOPE,
+        "Write size three writes in four stay under.",
+        _percentile("writes", "size", 0.75),
+    ),
+    Metric(
+        "writes.size_p99",
+        "bytes",
+        SCOPE,
+        "99th percentile of the write size.",
+        _percentile("writes", "size", 0.99),
+    ),
+    # Bursts: the writes between two reads, one message of a conversation.
+    Metric(
+        "bursts.count",
+        "count",
+        SCOPE,
+        "Bursts (runs of writes between two reads).",
+        lambda scope: scope.merged["bursts"]["count"],
+    ),
+    Metric(
+        "bursts.writes_p50", "count", SCOPE, "Median writes per burst.", _percentile("bursts", "writes", 0.5)
+    ),
+    Metric(
+        "bursts.writes_p99",
+        "count",
+        SCOPE,
+        "99th percentile of writes per burst.",
+        _percentile("bursts", "writes", 0.99),
+    ),
+    Metric(
+        "bursts.bytes_p50", "bytes", SCOPE, "Median bytes per burst.", _percentile("bursts", "bytes", 0.5)
+    ),
+    Metric(
+        "bursts.mean_bytes",
+        "bytes",
+        SCOPE,
+        "Bytes written per burst, exactly (writes.bytes / bursts.count): the message size when they are alike.",
+        _burst_mean_bytes,
+    ),
+    Metric(
+        "bursts.same_size",
+        "bool",
+        SCOPE,
+        "Whether every burst fell in one histogram bucket (sizes within an eighth to a quarter of each other).",
+        _bursts_same_size,
+    ),
+    Metric(
+        "bursts.segments",
+        "count",
+        SCOPE,
+        "Segments of tcp.snd_mss a burst of bursts.mean_bytes needs.",
+        _burst_segments,
+    ),
+    Metric(
+        "bursts.last_segment_bytes",
+        "bytes",
+        SCOPE,
+        "Bytes in the last segment of such a burst (tcp.snd_mss when it ends on a segment boundary).",
+        _last_segment_bytes,
+    ),
+    Metric(
+        "bursts.last_segment_share",
+        "fraction",
+        SCOPE,
+        "bursts.last_segment_bytes as a share of tcp.snd_mss.",
+        lambda scope: _ratio(_last_segment_bytes(scope), scope.merged["tcp_info"].get("snd_mss")),
+    ),
+    Metric(
+        "bursts.bytes_per_sndbuf",
+        "ratio",
+        SCOPE,
+        "Median burst size over the send buffer (options.sndbuf): above 1, a burst cannot fit.",
+        _bytes_per_sndbuf,
+    ),
+    # Turns: from the last write of a burst to the first read that brings data back.
+    Metric("turns.count", "count", SCOPE, "Turns measured.", lambda scope: scope.merged["turns"]["count"]),
+    Metric(
+        "turns.p50_us",
+        "us",
+        SCOPE,
+        "Median turn time.",
+        lambda scope: _ratio(hist.percentile(scope.merged["turns"]["ns"], 0.5), 1000),
+    ),
+    Metric(
+        "turns.p99_us",
+        "us",
+        SCOPE,
+        "99th percentile of the turn time.",
+        lambda scope: _ratio(hist.percentile(scope.merged["turns"]["ns"], 0.99), 1000),
+    ),
+    # Reads.
+    Metric("reads.calls", "count", SCOPE, "Read calls.", lambda scope: scope.merged["reads"]["calls"]),
+    Metric("reads.bytes", "bytes", SCOPE, "Bytes read.", lambda scope: scope.merged["reads"]["bytes"]),
+    # The kernel's tcp_info at close or at the last snapshot.
+    Metric("tcp.rtt_us", "us", SCOPE, "Smoothed round-trip time (mean over connections).", _tcp("rtt_us")),
+    Metric(
+        "tcp.rttvar_us", "us", SCOPE, "Round-trip time variation (mean over connections).", _tcp("rttvar_us")
+    ),
+    Metric(
+        "tcp.rttvar_ratio",
+        "ratio",
+        SCOPE,
+        "tcp.rttvar_us over tcp.rtt_us.",
+        lambda scope: _ratio(_tcp("rttvar_us")(scope), _tcp("rtt_us")(scope)),
+    ),
+    Metric(
+        "tcp.snd_mss",
+        "bytes",
+        SCOPE,
+        "Payload bytes of a full segment (of the best-sampled connection).",
+        _tcp("snd_mss"),
+    ),
+    Metric("tcp.data_segs_out", "count", SCOPE, "Segments sent with data.", _tcp("data_segs_out")),
+    Metric(
+        "tcp.segs_per_write",
+        "ratio",
+        SCOPE,
+        "Data segments sent per write call: near 1 when every write leaves as its own segment.",
+        lambda scope: _ratio(_tcp("data_segs_out")(scope), scope.merged["writes"]["calls"]),
+    ),
+    Metric("tcp.total_retrans", "count", SCOPE, "Segments retransmitted.", _tcp("total_retrans")),
+    Metric(
+        "tcp.retrans_share",
+        "fraction",
+        SCOPE,
+        "tcp.total_retrans over tcp.data_segs_out.",
+        lambda scope: _ratio(_tcp("total_retrans")(scope), _tcp("data_segs_out")(scope)),
+    ),
+    Metric(
+        "tcp.busy_time_us",
+        "us",
+        SCOPE,
+        "Time the connection had data in flight or queued.",
+        _tcp("busy_time_us"),
+    ),
+    Metric(
+        "tcp.sndbuf_limited_share",
+        "fraction",
+        SCOPE,
+        "Share of busy time stalled by a full send buffer.",
+        lambda scope: _ratio(_tcp("sndbuf_limited_us")(scope), _tcp("busy_time_us")(scope)),
+    ),
+    Metric(
+        "tcp.rwnd_limited_share",
+        "fraction",
+        SCOPE,
+        "Share of busy time stalled by the peer's receive window.",
+        lambda scope: _ratio(_tcp("rwnd_limited_us")(scope), _tcp("busy_time_us")(scope)),
+    ),
+    # Memory of socket buffers.
+    Metric(
+        "buffers.fixed_bytes",
+        "bytes",
+        SCOPE,
+        "Per connection, the kernel's size of the buffers the application fixed with SO_SNDBUF/SO_RCVBUF "
+        "(autotuning no longer shrinks or grows those); 0 when it fixed none.",
+        _fixed_buffer_bytes,
+    ),
+    Metric(
+        "buffers.fixed_total",
+        "bytes",
+        SCOPE,
+        "buffers.fixed_bytes times connections.",
+        _scaled(_fixed_buffer_bytes),
+    ),
+    Metric(
+        "buffers.total_at_64kib",
+        "bytes",
+        SCOPE,
+        "What the same fixed buffers would take at 64 KiB each (128 KiB in the kernel), for all connections.",
+        _scaled(lambda scope: _fixed_buffer_count(scope) * 64 * _KIB * _KERNEL_DOUBLES),
+    ),
+    Metric(
+        "buffers.sndbuf_total_at_256kib",
+        "bytes",
+        SCOPE,
+        "What a 256 KiB SO_SNDBUF (512 KiB in the kernel) would take for all connections.",
+        _scaled(lambda scope: 256 * _KIB * _KERNEL_DOUBLES),
+    ),
+    # A record run.
+    Metric("run.program", "text", RUN, "Name of the binary the run executed.", lambda run: run.program),
+    Metric(
+        "run.exit_status",
+        "count",
+        RUN,
+        "Exit status of the command (128+N: killed by signal N).",
+        lambda run: run.manifest.data["exit_status"],
+    ),
+    Metric(
+        "run.static", "bool", RUN, "Whether the binary is statically linked.", lambda run: run.binary.static
+    ),
+    Metric("run.go", "bool", RUN, "Whether the binary is a Go program.", lambda run: run.binary.go),
+    Metric(
+        "run.blind_spot",
+        "text",
+        RUN,
+        "Why LD_PRELOAD cannot see the binary; None when it can.",
+        lambda run: blind_spot(run.binary),
+    ),
+    Metric(
+        "run.traced_sockets",
+        "count",
+        RUN,
+        "TCP sockets in the traces written during the run.",
+        lambda run: run.traced_sockets,
+    ),
+)
+
+
+class MetricValues:
+    """The metrics of one subject, each computed once, when first asked for."""
+
+    def __init__(self, subject: Subject):
+        self.subject = subject
+        self._values: dict[str, object] = {}
+
+    def __getitem__(self, name: str):
+        if name not in self._values:
+            self._values[name] = METRICS[name].compute(self.subject)
+        return self._values[name]

@@ -1,0 +1,122 @@
+"""The policy config (docs/policy-config.md) that applies the findings'
+recommendations: `tcpadvise report --emit-policy FILE`, ready for
+`tcpadvise record --policy FILE`.
+
+One config rule per scope with a finding whose policy does something: it
+matches the scope as the shim sees it (program and role; a server's local
+port; a client's peer address and port) and applies the policies of the
+scope's findings merged, the most severe first (a later finding adds only
+settings not yet given and compatible with those: cork and coalesce exclude
+each other). Findings on a run, and those whose policy is observe, add
+nothing: a socket no rule matches is observed anyway.
+"""
+
+from pathlib import Path
+
+import yaml
+
+from .errors import PolicyWriteError
+
+CONFIG_VERSION = 1
+BUILTIN_SETTINGS = {
+    "observe": {},
+    "nodelay": {"nodelay": True},
+    "cork": {"cork": {}},
+    "coalesce": {"coalesce": {}},
+}
+EXCLUSIVE_SETTINGS = ({"cork", "coalesce"},)
+# The shim's limits (libtcpadvise/config.h: kMaxRules, and kMaxNameLength with its terminating NUL).
+MAX_RULES = 64
+MAX_NAME_LENGTH = 127
+# fnmatch's special characters (a backslash escapes in the C library's fnmatch).
+_GLOB_SPECIAL = "*?[\\"
+
+
+def policy_config(findings: list[dict]) -> dict:
+    """The config: {"version": 1, "rules": [{"name", "match", "policy"}, ...]}, most severe scope first."""
+    return {"version": CONFIG_VERSION, "rules": scope_rules(findings)[:MAX_RULES]}
+
+
+def scope_rules(findings: list[dict]) -> list[dict]:
+    """One config rule per scope whose findings' policies do something, however many."""
+    settings_by_scope: dict[tuple, dict] = {}
+    findings_by_scope: dict[tuple, list[dict]] = {}
+    for finding in findings:
+        scope = finding["scope"]
+        settings = _settings(finding["recommendation"]["policy"])
+        if scope["command"] is not None or not settings:
+            continue
+        key = (scope["program"], scope["role"], scope["local_port"], scope["peer"], scope["peer_port"])
+        merged = settings_by_scope.setdefault(key, {})
+        for name, value in settings.items():
+            if name not in merged and not _excluded(name, merged):
+                merged[name] = value
+        findings_by_scope.setdefault(key, []).append(finding)
+    return [
+        {
+            "name": _rule_name(findings_by_scope[key]),
+            "match": _match(findings_by_scope[key][0]["scope"]),
+            "policy": _policy(settings),
+        }
+        for key, settings in settings_by_scope.items()
+    ]
+
+
+def write_policy_config(path: Path, findings: list[dict]) -> dict:
+    """Write the config as YAML, each rule under a comment naming its findings; return the config."""
+    config = policy_config(findings)
+    lines = [
+        "# tcpadvise policy config (docs/policy-config.md), written by 'tcpadvise report --emit-policy'.",
+        "# Try it: tcpadvise record --policy THIS-FILE -- COMMAND",
+        f"version: {CONFIG_VERSION}",
+        "rules:" if config["rules"] else "rules: []",
+    ]
+    for rule in config["rules"]:
+        lines.append(f"  # {rule['name']}")
+        dumped = yaml.safe_dump([rule], default_flow_style=None, sort_keys=False, width=1000)
+        lines.extend(f"  {line}" for line in dumped.splitlines())
+    left_out = len(scope_rules(findings)) - len(config["rules"])
+    if left_out > 0:
+        lines.append(f"# {left_out} more scope(s) left out: a config holds at most {MAX_RULES} rules.")
+    try:
+        path.write_text("\n".join(lines) + "\n")
+    except OSError as error:
+        raise PolicyWriteError(f"{path}: cannot write the policy config ({error.strerror})") from None
+    return config
+
+
+def _settings(policy: str | dict) -> dict:
+    return dict(BUILTIN_SETTINGS[policy]) if isinstance(policy, str) else dict(policy)
+
+
+def _excluded(name: str, chosen: dict) -> bool:
+    return any(name in group and chosen.keys() & (group - {name}) for group in EXCLUSIVE_SETTINGS)
+
+
+def _policy(settings: dict) -> str | dict:
+    """A built-in name when the settings are exactly one, else the mapping."""
+    return next((name for name, builtin in BUILTIN_SETTINGS.items() if builtin == settings), settings)
+
+
+def _match(scope: dict) -> dict:
+    """The shim's view of a scope: a server by its local port, a client by its peer."""
+    match = {"program": "".join(f"[{char}]" if char in _GLOB_SPECIAL else char for char in scope["program"])}
+    if scope["role"] in ("client", "server"):
+        match["role"] = scope["role"]
+    if scope["role"] != "client" and scope["local_port"]:
+        match["local_port"] = scope["local_port"]
+    if scope["role"] != "server":
+        match["peer"] = scope["peer"]
+        match["peer_port"] = scope["peer_port"]
+    return match
+
+
+def _rule_name(findings: list[dict]) -> str:
+    scope = findings[0]["scope"]
+    where = (
+        f":{scope['local_port']}"
+        if scope["role"] == "server"
+        else f" to {scope['peer']}:{scope['peer_port']}"
+    )
+    rules = ", ".join(dict.fromkeys(finding["rule"] for finding in findings))
+    return f"{scope['program']} {scope['role']}{where}: {rules}"[:MAX_NAME_LENGTH]
