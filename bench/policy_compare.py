@@ -13,8 +13,8 @@ reads a 2-byte reply. Arms:
 
 over loopback and over a veth pair between two network namespaces this
 script creates (and deletes), addresses from the benchmarking range
-198.18.0.0/15. Arms alternate run by run; a run's figure is its median round
-trip. Writes bench/results/policy-compare.{json,md}. Needs root for the veth
+198.18.0.0/15. Server and client share one CPU. Arms alternate run by run;
+a run's figure is its median round trip. Writes bench/results/policy-compare.{json,md}. Needs root for the veth
 path (--paths loopback runs without).
 
 usage: bench/policy_compare.py [--build DIR] [--runs N] [--rounds N] [--paths loopback,veth]
@@ -59,7 +59,10 @@ def loopback_path():
 def run_arm(burst, shim, prefixes, arm, rounds, policy_dir):
     server_prefix, client_prefix, host = prefixes
     client_args, policy = ARMS[arm]
-    server = subprocess.Popen([*server_prefix, burst, "server", "--host", host, "--port", "0"],
+    # Both ends on one CPU: unpinned, a round trip is 5 or 70 us depending on
+    # where the scheduler puts the two processes, whatever the arm.
+    pin = ["taskset", "-c", "0"]
+    server = subprocess.Popen([*server_prefix, *pin, burst, "server", "--host", host, "--port", "0"],
                               stdout=subprocess.PIPE, text=True)
     try:
         port = server.stdout.readline().split()[1]
@@ -70,7 +73,8 @@ def run_arm(burst, shim, prefixes, arm, rounds, policy_dir):
             env.update(LD_PRELOAD=shim, TCPADVISE_CONFIG=str(config), TCPADVISE_OUT=policy_dir)
         # The plain arm waits 40 ms a round: fewer rounds keep it to seconds.
         n = max(20, rounds // 100) if arm == "plain" else rounds
-        out = subprocess.run([*client_prefix, "env", *[f"{k}={v}" for k, v in env.items() if k.startswith(("LD_", "TCPADVISE_"))],
+        out = subprocess.run([*client_prefix, *pin, "env",
+                              *[f"{k}={v}" for k, v in env.items() if k.startswith(("LD_", "TCPADVISE_"))],
                               burst, "client", "--host", host, "--port", port, "--rounds", str(n), *client_args],
                              capture_output=True, text=True, check=True).stdout
     finally:

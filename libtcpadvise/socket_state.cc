@@ -87,7 +87,6 @@ void SocketStats::Reset() {
   burst_open_writes.Set(0);
   burst_open_bytes.Set(0);
   last_write_start.Set(0);
-  turn_pending.Set(0);
   ZeroCounters(write_by_api, static_cast<int>(WriteApi::kCount));
   write_size.Reset();
   write_iovcnt.Reset();

@@ -81,14 +81,15 @@ struct alignas(64) SocketStats {
   PolicyState* policy = nullptr;
   Counter write_calls;
   Counter write_bytes;
+  Counter read_calls;
   Counter read_bytes;
   Counter burst_open_writes;  // writes since the last read
   Counter burst_open_bytes;
-  Counter last_write_start;   // ticks; a gap's and a turn's reference point
-  Counter turn_pending;       // 1 between a burst's first write and the reply
+  // When the last write started (ticks): a gap's and a turn's reference
+  // point; 0 once the reply has come, so that it also says a turn is open.
+  Counter last_write_start;
 
   alignas(64) Counter write_by_api[static_cast<int>(WriteApi::kCount)];
-  Counter read_calls;
   Counter read_by_api[static_cast<int>(ReadApi::kCount)];
   Counter read_eof;
   BytesHistogram write_size;
@@ -187,7 +188,6 @@ struct SocketState {
     stats.burst_open_writes.Increment();
     stats.burst_open_bytes.Add(static_cast<uint64_t>(result));
     stats.last_write_start.Set(start);
-    stats.turn_pending.Set(1);
   }
 
   // SocketState::OnRead records one read-family call. Any read attempt closes
@@ -208,9 +208,9 @@ struct SocketState {
     if (peek) return;
     stats.read_bytes.Add(static_cast<uint64_t>(result));
     stats.read_size.Record(static_cast<uint64_t>(result));
-    if (stats.turn_pending.Get() != 0) {
-      stats.turn_pending.Set(0);
-      stats.turn_ticks.Record(ReadTicks() - stats.last_write_start.Get());
+    if (const uint64_t turn_start = stats.last_write_start.Get(); turn_start != 0) {
+      stats.last_write_start.Set(0);
+      stats.turn_ticks.Record(ReadTicks() - turn_start);
     }
   }
 
