@@ -4,8 +4,10 @@
 # recorded under the shim, then reported.
 set -euo pipefail
 build=${1:-build}
-out=${2:-tcpadvise-out}
+out=${2:-tcpadvise-out/demo}
 burst="$build/tests/progs/burst"
+# The demo's own directory: each run starts from an empty one.
+rm -rf "$out"
 
 tcpadvise record -o "$out" --interval 1 -- bash -c '
   set -e
