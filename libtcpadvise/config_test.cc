@@ -91,6 +91,18 @@ rules:
   EXPECT_EQ(l.config.rule_count, 0);  // a config with mistakes is not used at all
 }
 
+TEST(ConfigTest, PortsAreWholeNumbersOrRangesAndNothingElse) {
+  for (const char* bad : {"80x", "80-", "-80", "8000-80", "65536", "1e3", "80 - 90"}) {
+    const Loaded l = Load(std::string("version: 1\nrules:\n  - match: {local_port: \"") + bad +
+                          "\"}\n    policy: observe\n");
+    EXPECT_EQ(l.error_count, 1) << bad;
+  }
+  const Loaded ok = Load("version: 1\nrules:\n  - match: {local_port: 8000-8100, peer_port: 0}\n    policy: observe\n");
+  ASSERT_EQ(ok.error_count, 0) << ok.errors;
+  EXPECT_EQ(ok.config.rules[0].match.local_port.low, 8000);
+  EXPECT_EQ(ok.config.rules[0].match.local_port.high, 8100);
+}
+
 TEST(ConfigTest, SyntaxErrorsAndMissingFilesAreErrors) {
   EXPECT_EQ(Load("version: 1\nrules: [\n").error_count, 1);
   PolicyConfig config;

@@ -114,11 +114,10 @@ class Parser {
   PortRange Ports(const YAML::Node& node, const char* what) {
     PortRange range;
     const std::string text = node.IsScalar() ? node.Scalar() : "";
-    unsigned low = 0, high = 0;
-    char extra = 0;
-    const int n = sscanf(text.c_str(), "%u-%u%c", &low, &high, &extra);
-    if (n == 1) high = low;
-    if ((n != 1 && n != 2) || low > 65535 || high > 65535 || low > high) {
+    const size_t dash = text.find('-');
+    unsigned long low = 0, high = 0;
+    if (!ParsePort(text.substr(0, dash), &low) ||
+        !ParsePort(dash == std::string::npos ? text : text.substr(dash + 1), &high) || low > high) {
       Error(node, std::string(what) + " must be a port or a range like 8000-8100");
       return range;
     }
@@ -126,6 +125,13 @@ class Parser {
     range.low = static_cast<uint16_t>(low);
     range.high = static_cast<uint16_t>(high);
     return range;
+  }
+
+  // ParsePort reads a whole decimal number from 0 to 65535, nothing around it.
+  static bool ParsePort(const std::string& text, unsigned long* port) {
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 5) return false;
+    *port = std::stoul(text);
+    return *port <= 65535;
   }
 
   void ParseMatch(const YAML::Node& match, PolicyMatch& m) {

@@ -171,7 +171,7 @@ int DupOnto(int old_fd, int new_fd, Call call) {
   const bool replaces_tracked = replaced != nullptr;
   if (replaces_tracked) {
     ErrnoSaver errno_saver;
-    if (replaced->stats.policy != nullptr) ReleaseSocket(replaced, new_fd, FlushCause::kDup2);
+    if (replaced->stats.policy != nullptr) ReleaseSocket(replaced, new_fd, FlushCause::kDup2, replaced->refs == 1);
     g_table.CaptureKernelState(new_fd);
   }
   const int result = call();
@@ -242,11 +242,12 @@ int Sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendmmsg)(fd, msgs, vlen, flags);
   int sent = 0;
-  Written(s, fd, WriteApi::kSendmmsg, vlen, nullptr, 0, flags, true, [&]() -> ssize_t {
+  const ssize_t bytes = Written(s, fd, WriteApi::kSendmmsg, vlen, nullptr, 0, flags, true, [&]() -> ssize_t {
     sent = g_real.sendmmsg(fd, msgs, vlen, flags);
     return sent < 0 ? -1 : static_cast<ssize_t>(MessageBytes(msgs, sent));
   });
-  return sent;
+  // A policy may answer without calling libc (a deferred error): -1 then.
+  return bytes < 0 ? -1 : sent;
 }
 
 ssize_t Sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
@@ -346,8 +347,10 @@ int Accept4(int fd, struct sockaddr* addr, socklen_t* addrlen, int flags) {
 
 int Connect(int fd, const struct sockaddr* addr, socklen_t addrlen) {
   if (g_policy_config != nullptr && addr != nullptr && g_table.Lookup(fd) != nullptr) {
-    // Before the SYN, so that buffer sizes shape the window it announces.
+    // Before the SYN, so that buffer sizes shape the window it announces;
+    // once: a non-blocking connect is called again to learn how it went.
     UpdateTracked(fd, [fd, addr](SocketState* s) {
+      if (s->id.role == Role::kClient) return;
       s->id.role = Role::kClient;
       socklen_t len = sizeof(s->id.local);
       getsockname(fd, reinterpret_cast<sockaddr*>(&s->id.local), &len);
@@ -384,7 +387,7 @@ int Close(int fd) {
   if (s == nullptr) return Real(g_real.close)(fd);
   {
     ErrnoSaver errno_saver;
-    if (s->stats.policy != nullptr) ReleaseSocket(s, fd, FlushCause::kClose);
+    if (s->stats.policy != nullptr) ReleaseSocket(s, fd, FlushCause::kClose, s->refs == 1);
     g_table.Release(fd);
   }
   const int result = g_real.close(fd);
@@ -399,7 +402,7 @@ int CloseRange(unsigned int first, unsigned int last, int flags) {
     const unsigned end = last < g_table.MaxTrackedFd() ? last : g_table.MaxTrackedFd();
     for (unsigned fd = first; fd <= end; ++fd) {
       SocketState* s = g_table.Lookup(static_cast<int>(fd));
-      if (s != nullptr && s->stats.policy != nullptr) ReleaseSocket(s, static_cast<int>(fd), FlushCause::kClose);
+      if (s != nullptr && s->stats.policy != nullptr) ReleaseSocket(s, static_cast<int>(fd), FlushCause::kClose, s->refs == 1);
     }
     g_table.ReleaseRange(first, last);
   }
@@ -409,7 +412,7 @@ int CloseRange(unsigned int first, unsigned int last, int flags) {
 int Shutdown(int fd, int how) {
   SocketState* s = g_table.Lookup(fd);
   if (s == nullptr || s->stats.policy == nullptr) return Real(g_real.shutdown)(fd, how);
-  ReleaseSocket(s, fd, FlushCause::kShutdown);
+  ReleaseSocket(s, fd, FlushCause::kShutdown, false);
   const int result = g_real.shutdown(fd, how);
   if (result == 0) OnShutdown(s, how);
   return result;

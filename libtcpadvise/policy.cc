@@ -79,6 +79,12 @@ PolicyCounters& CountersOf(PolicyState* p) { return p->socket->stats.policy_coun
 
 void StartFlusher();
 
+// HeldSetHasRoom tells whether a socket that holds nothing yet may start
+// holding: a socket outside the set would never be released.
+bool HeldSetHasRoom(const PolicyState* p) {
+  return p->in_held_set || g_held_count.load(std::memory_order_relaxed) < kMaxHeldSockets;
+}
+
 void AddToHeldSet(PolicyState* p) {
   if (p->in_held_set) return;
   LockShared(&g_set_lock);
@@ -135,10 +141,13 @@ void Leave(PolicyState* p) {
   for (;;) {
     DrainOverflow(p);
     p->lock.Unlock();
-    if (p->overflow_length.load(std::memory_order_acquire) == 0) break;
+    t_inside = nullptr;
+    // A handler that came after the drain queued behind us (t_inside was
+    // still p); one that comes from here on finds the lock free and takes it.
+    if (p->overflow_length.load(std::memory_order_acquire) == p->overflow_drained) break;
+    t_inside = p;
     p->lock.Lock();
   }
-  t_inside = nullptr;
 }
 
 // ---- coalesce ----
@@ -297,7 +306,7 @@ void ReleaseLocked(PolicyState* p, FlushCause cause, bool may_block, bool exitin
     } else if (!Flush(p, fd, cause, may_block && !p->socket->nonblocking.load(std::memory_order_relaxed))) {
       break;  // the kernel has no room: the deadline thread tries again
     }
-  } while (p->overflow_length.load(std::memory_order_acquire) != 0 &&
+  } while (p->overflow_length.load(std::memory_order_acquire) != p->overflow_drained &&
            p->overflow_ready.load(std::memory_order_acquire) == p->overflow_length.load(std::memory_order_acquire));
   if (!HoldsSomething(p)) RemoveFromHeldSet(p);
 }
@@ -307,22 +316,21 @@ void ReleaseLocked(PolicyState* p, FlushCause cause, bool may_block, bool exitin
 // is held. A handler still copying (on another thread) is left for later.
 void DrainOverflow(PolicyState* p) {
   const uint32_t length = p->overflow_length.load(std::memory_order_acquire);
-  if (length == 0 || p->overflow_ready.load(std::memory_order_acquire) != length) return;
-  const iovec part = {p->overflow, length};
-  if (p->held.load(std::memory_order_relaxed) + length <= p->capacity) {
+  if (length == p->overflow_drained || p->overflow_ready.load(std::memory_order_acquire) != length) return;
+  const iovec part = {p->overflow + p->overflow_drained, length - p->overflow_drained};
+  if (p->held.load(std::memory_order_relaxed) + part.iov_len <= p->capacity) {
     Append(p, &part, 1);
   } else {
     // The handler's write was reported as accepted: send it even if that waits.
     SendHeldThen(p, p->fd.load(std::memory_order_relaxed), &part, 1, MSG_NOSIGNAL, false, FlushCause::kLimit);
   }
-  // Reservations made meanwhile land after the drained part: keep them.
+  p->overflow_drained = length;
+  // Start the buffer over once no handler reserved more meanwhile; a
+  // reservation that did stays where it is, for the next drain.
   uint32_t expected = length;
   if (p->overflow_length.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) {
     p->overflow_ready.fetch_sub(length, std::memory_order_acq_rel);
-  } else {
-    memmove(p->overflow, p->overflow + length, expected - length);
-    p->overflow_ready.fetch_sub(length, std::memory_order_acq_rel);
-    p->overflow_length.fetch_sub(length, std::memory_order_acq_rel);
+    p->overflow_drained = 0;
   }
 }
 
@@ -366,7 +374,7 @@ ssize_t CoalesceWrite(PolicyState* p, int fd, const iovec* iov, int iovcnt, int 
     }
     return passthrough(context);
   }
-  if (held + n <= p->capacity && (!nonblocking || p->nonblocking_ok)) {
+  if (held + n <= p->capacity && (!nonblocking || p->nonblocking_ok) && HeldSetHasRoom(p)) {
     Append(p, iov, iovcnt);
     return static_cast<ssize_t>(n);
   }
@@ -522,6 +530,7 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   p->held.store(0, std::memory_order_relaxed);
   p->overflow_length.store(0, std::memory_order_relaxed);
   p->overflow_ready.store(0, std::memory_order_relaxed);
+  p->overflow_drained = 0;
   p->write_shutdown.store(false, std::memory_order_relaxed);
   p->nonblocking_ok = true;
   p->pending_errno = 0;
@@ -586,12 +595,22 @@ void ReleaseAll(FlushCause cause, bool blocking) {
   }
 }
 
-void ReleaseSocket(SocketState* s, int fd, FlushCause cause) {
+void ReleaseSocket(SocketState* s, int fd, FlushCause cause, bool last_fd) {
   PolicyState* p = s->stats.policy;
   if (p == nullptr || !Enter(p)) return;
   ErrnoSaver errno_saver;
   p->fd.store(fd, std::memory_order_relaxed);
   ReleaseLocked(p, cause, true, true);
+  if (last_fd) {
+    // What the peer would not take in time is dropped, counted, and never
+    // sent later into whatever reuses the fd number.
+    const uint32_t left = p->held.load(std::memory_order_relaxed);
+    if (left != 0) CountersOf(p).deferred_errors[ETIMEDOUT].Add(1);
+    p->held.store(0, std::memory_order_relaxed);
+    p->corked.store(false, std::memory_order_relaxed);
+    p->fd.store(-1, std::memory_order_relaxed);
+    RemoveFromHeldSet(p);
+  }
   Leave(p);
 }
 
@@ -601,6 +620,7 @@ void OnShutdown(SocketState* s, int how) {
 }
 
 void OnApplicationCork(SocketState* s, int fd) {
+  if (s == nullptr) return;  // closed by another thread meanwhile
   PolicyState* p = s->stats.policy;
   if (p == nullptr || !p->settings->cork || !Enter(p)) return;
   // The application's own setting has already reached the kernel: it wins.
@@ -639,6 +659,7 @@ void DropHeldInChild() {
     p->held.store(0, std::memory_order_relaxed);
     p->overflow_length.store(0, std::memory_order_relaxed);
     p->overflow_ready.store(0, std::memory_order_relaxed);
+    p->overflow_drained = 0;
     p->in_held_set = false;
   }
   g_held_set_size = 0;

@@ -72,6 +72,7 @@ struct PolicyState {
   char* overflow = nullptr;
   std::atomic<uint32_t> overflow_length{0};
   std::atomic<uint32_t> overflow_ready{0};
+  uint32_t overflow_drained = 0;  // under the lock: what was already taken
   // Set once the application shut the socket down for writing: its writes
   // go straight to the kernel, which refuses them as it should.
   std::atomic<bool> write_shutdown{false};
@@ -96,8 +97,10 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int fl
 void ReleaseAll(FlushCause cause, bool blocking);
 
 // ReleaseSocket flushes or uncorks one socket, before it is closed, shut down
-// or replaced: bytes are sent even if that means waiting.
-void ReleaseSocket(SocketState* s, int fd, FlushCause cause);
+// or replaced: bytes are sent even if that means waiting (up to about 5 s on
+// a peer that reads nothing). For the socket's last fd, what could not be
+// sent is then dropped (counted as a deferred ETIMEDOUT).
+void ReleaseSocket(SocketState* s, int fd, FlushCause cause, bool last_fd);
 
 // OnShutdown notes a successful shutdown(how) of the socket.
 void OnShutdown(SocketState* s, int how);

@@ -50,6 +50,8 @@ static void BindAll() {
   Bind(g_real.pselect, "pselect");
   Bind(g_real.epoll_wait, "epoll_wait");
   Bind(g_real.epoll_pwait, "epoll_pwait");
+  Bind(g_real.exit_now, "_exit");
+  Bind(g_real.exit_now_c99, "_Exit");
 }
 
 void BindRealLibc() {

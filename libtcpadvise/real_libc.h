@@ -53,6 +53,10 @@ struct RealLibc {
   int (*pselect)(int, fd_set*, fd_set*, fd_set*, const struct timespec*, const sigset_t*);
   int (*epoll_wait)(int, struct epoll_event*, int, int);
   int (*epoll_pwait)(int, struct epoll_event*, int, int, const sigset_t*);
+  // Bound here, not on the call: _exit runs in signal handlers and after
+  // vfork, where dlsym (the loader's lock) must not be called.
+  void (*exit_now)(int);
+  void (*exit_now_c99)(int);
 };
 
 // g_real is bound by BindRealLibc, normally from the shim's constructor.

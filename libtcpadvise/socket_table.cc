@@ -123,7 +123,9 @@ void SocketTable::Retire(int fd, SocketState* s) {
     ReadKernelOptions(fd, &s->kernel_options);
   }
   if (s->stats.burst_open_writes.Get() != 0) s->CloseBurst();
-  if (g_policy_config != nullptr && g_policy_config->experiment.enabled && s->id.rule >= 0) {
+  // A fork parent closing its copy of a connection the child serves did not
+  // take part: only connections this process used count.
+  if (g_policy_config != nullptr && g_policy_config->experiment.enabled && s->id.rule >= 0 && s->stats.Active()) {
     const int arm = ArmOfRule(g_policy_config->experiment, s->id.rule);
     if (arm >= 0) {
       OnExperimentConnectionClosed(g_policy_config->experiment, arm, *s, ReadTicks(),

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "libtcpadvise/hooks.h"
+#include "libtcpadvise/real_libc.h"
 #include "libtcpadvise/runtime.h"
 
 #define TCPADVISE_EXPORT extern "C" __attribute__((visibility("default")))
@@ -198,11 +199,11 @@ TCPADVISE_EXPORT FILE* popen(const char* command, const char* type) {
 }
 TCPADVISE_EXPORT void _exit(int status) {
   h::BeforeExit();
-  Next<void (*)(int)>("_exit")(status);
+  tcpadvise::Real(tcpadvise::g_real.exit_now)(status);
   __builtin_unreachable();
 }
 TCPADVISE_EXPORT void _Exit(int status) {
   h::BeforeExit();
-  Next<void (*)(int)>("_Exit")(status);
+  tcpadvise::Real(tcpadvise::g_real.exit_now_c99)(status);
   __builtin_unreachable();
 }
