@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <linux/close_range.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -451,6 +452,16 @@ int Setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
       ErrnoSaver errno_saver;
       OnApplicationCork(g_table.Lookup(fd), fd);
     }
+  }
+  return result;
+}
+
+int Ioctl(int fd, unsigned long request, void* arg) {
+  const int result = Real(g_real.ioctl)(fd, request, arg);
+  if (result == 0 && request == FIONBIO && arg != nullptr && g_table.Lookup(fd) != nullptr) {
+    int on;
+    memcpy(&on, arg, sizeof(on));
+    UpdateTracked(fd, [on](SocketState* s) { s->nonblocking.store(on != 0, std::memory_order_relaxed); });
   }
   return result;
 }

@@ -49,6 +49,8 @@ int Dup3(int old_fd, int new_fd, int flags);
 int Fcntl(int fd, int cmd, unsigned long arg);
 int Fcntl64(int fd, int cmd, unsigned long arg);
 int Setsockopt(int fd, int level, int name, const void* value, socklen_t len);
+// Ioctl sees FIONBIO, the other way to set O_NONBLOCK (nginx uses it).
+int Ioctl(int fd, unsigned long request, void* arg);
 
 int Poll(struct pollfd* fds, nfds_t nfds, int timeout);
 int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout, const sigset_t* mask);

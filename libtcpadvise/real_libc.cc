@@ -44,6 +44,7 @@ static void BindAll() {
   Bind(g_real.fcntl, "fcntl");
   Bind(g_real.fcntl64, "fcntl64");
   Bind(g_real.setsockopt, "setsockopt");
+  Bind(g_real.ioctl, "ioctl");
   Bind(g_real.poll, "poll");
   Bind(g_real.ppoll, "ppoll");
   Bind(g_real.select, "select");

@@ -47,6 +47,7 @@ struct RealLibc {
   int (*fcntl)(int, int, ...);
   int (*fcntl64)(int, int, ...);
   int (*setsockopt)(int, int, int, const void*, socklen_t);
+  int (*ioctl)(int, unsigned long, ...);
   int (*poll)(struct pollfd*, nfds_t, int);
   int (*ppoll)(struct pollfd*, nfds_t, const struct timespec*, const sigset_t*);
   int (*select)(int, fd_set*, fd_set*, fd_set*, struct timeval*);

@@ -91,6 +91,13 @@ TCPADVISE_EXPORT int fcntl64(int fd, int cmd, ...) {
   va_end(ap);
   return h::Fcntl64(fd, cmd, arg);
 }
+TCPADVISE_EXPORT int ioctl(int fd, unsigned long request, ...) {
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return h::Ioctl(fd, request, arg);
+}
 TCPADVISE_EXPORT int setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
   return h::Setsockopt(fd, level, name, value, len);
 }

@@ -19,6 +19,7 @@ arms over connections, the unit that was randomised:
 """
 
 import random
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +27,7 @@ from scipy import stats
 
 from . import hist
 from .errors import BadInputError
+from .policy import BUILTIN_POLICIES
 from .traces import Inputs
 
 AB_REPORT_SCHEMA = "tcpadvise.ab-report/1"
@@ -33,15 +35,25 @@ MIN_CONNECTIONS = 10
 BOOTSTRAP_SAMPLES = 2000
 ALPHA = 0.05
 POWER_Z = 0.8416  # 80% power
+MAX_SEED = 2**63 - 1
+_ARM_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def parse_arms(value: str) -> list[tuple[str, str]]:
-    """Parse `control=observe,treat=coalesce` into (name, policy) pairs; the first is the control."""
+    """Parse `control=observe,treat=coalesce` into (name, policy) pairs; the first is the control.
+
+    Policies are the built-in names; arms with policies of their own go in a
+    config file (docs/policy-config.md)."""
     arms = []
     for part in value.split(","):
         name, sep, policy = part.strip().partition("=")
         if not sep or not name or not policy:
             raise BadInputError(f"--ab {value}: each arm is NAME=POLICY, e.g. control=observe,treat=coalesce")
+        if policy not in BUILTIN_POLICIES:
+            raise BadInputError(f"--ab {value}: {policy!r} is not a built-in policy ({', '.join(BUILTIN_POLICIES)}); "
+                                "for others write the experiment in a config file")
+        if not _ARM_NAME.fullmatch(name):
+            raise BadInputError(f"--ab {value}: arm names are letters, digits, '-' and '_'")
         arms.append((name, policy))
     if len(arms) < 2 or len({name for name, _ in arms}) != len(arms):
         raise BadInputError(f"--ab {value}: give at least two arms with different names")

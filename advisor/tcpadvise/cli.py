@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from .ab import build_ab_report, experiment_config, parse_arms
+from .ab import MAX_SEED, build_ab_report, experiment_config, parse_arms
 from .advice import advise
 from .bench import BENCH_SERVER_PORT, run_bench, serve, write_outputs
 from .bench_netns import PROFILES
@@ -107,7 +107,11 @@ def cli() -> None:
     "(equal weights; the first is the control), e.g. control=observe,treat=coalesce. "
     "Then: tcpadvise ab report DIR.",
 )
-@click.option("--seed", type=int, help="With --ab: the seed of the draws (default: random, saved in DIR).")
+@click.option(
+    "--seed",
+    type=click.IntRange(0, MAX_SEED),
+    help="With --ab: the seed of the draws (default: random, saved in DIR).",
+)
 @click.argument("command", nargs=-1, required=True, metavar="CMD [ARGS]...")
 @click.pass_context
 def record_command(
@@ -158,9 +162,10 @@ def record_command(
     if ab_arms is not None:
         if policy is not None:
             raise click.UsageError("--ab and --policy exclude each other (an experiment's arms carry the policies)")
+        arms = parse_arms(ab_arms)  # before anything is written
         out_dir.mkdir(parents=True, exist_ok=True)
         experiment_file = out_dir / POLICY_FILE
-        experiment_file.write_text(experiment_config(parse_arms(ab_arms), seed))
+        experiment_file.write_text(experiment_config(arms, seed))
         policy = str(experiment_file)
     manifest = record(command, out_dir, interval, warn=_warn, policy=policy)
     click.echo(summary_line(out_dir), err=True)

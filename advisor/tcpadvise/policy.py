@@ -27,12 +27,15 @@ class ConfigCheck:
 
 def check_config(path: Path) -> ConfigCheck:
     """Check a policy config with the shim's own parser."""
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a config file")
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
     checker = find_shim().parent / CHECKER_NAME
     if not checker.is_file():
         raise ConfigError(f"{CHECKER_NAME} not found beside the shim ({checker}); rebuild tcpadvise")
-    result = subprocess.run([str(checker), str(path)], capture_output=True, text=True)
+    # The checker quotes the file, which may hold bytes that are not UTF-8.
+    result = subprocess.run([str(checker), str(path)], capture_output=True, text=True, errors="replace")
     return ConfigCheck(ok=result.returncode == 0, lines=result.stdout.splitlines())
 
 

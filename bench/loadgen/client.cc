@@ -80,6 +80,7 @@ bool WritevAll(int fd, std::vector<iovec> iov) {
   size_t first = 0;
   while (first < iov.size()) {
     ssize_t w = writev(fd, &iov[first], static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX)));
+    if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return false;
     for (; first < iov.size() && static_cast<size_t>(w) >= iov[first].iov_len; ++first) w -= iov[first].iov_len;
     if (first < iov.size()) {

@@ -1,5 +1,6 @@
 // The far end: answers each message (rr) or swallows a stream (sink), one
 // thread per connection, and reports what it saw when the near end closes.
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -134,7 +135,11 @@ int RunServe(const std::string& host, int port) {
   signal(SIGPIPE, SIG_IGN);
   for (;;) {
     const int fd = accept(listener, nullptr, nullptr);
-    if (fd < 0) continue;
+    if (fd < 0) {
+      // Out of descriptors or memory: wait for connections to end instead of spinning.
+      if (errno != EINTR && errno != ECONNABORTED) usleep(10000);
+      continue;
+    }
     pthread_t thread;
     if (pthread_create(&thread, nullptr, ServeConnection, reinterpret_cast<void*>(static_cast<intptr_t>(fd))) != 0) {
       close(fd);

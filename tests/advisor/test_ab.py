@@ -34,7 +34,8 @@ def report_of(*traces, **options):
 
 def test_parse_arms():
     assert parse_arms("control=observe, treat=coalesce") == [("control", "observe"), ("treat", "coalesce")]
-    for bad in ("control=observe", "control=observe,control=cork", "control,treat=cork", "=observe,t=cork"):
+    for bad in ("control=observe", "control=observe,control=cork", "control,treat=cork", "=observe,t=cork",
+                "c=observe,t=bogus", "c=observe,t=/tmp/x.yaml", "c:1=observe,t=cork"):
         with pytest.raises(BadInputError):
             parse_arms(bad)
 
@@ -110,3 +111,6 @@ def test_cli_errors_are_one_line(tmp_path):
     assert bad_ab.exit_code == 2 and "at least two arms" in bad_ab.output
     both = runner.invoke(cli, ["record", "--ab", "a=observe,b=cork", "--policy", "cork", "--", "true"])
     assert both.exit_code == 2 and "exclude each other" in both.output
+    bad_seed = runner.invoke(cli, ["record", "-o", str(tmp_path / "s"), "--ab", "a=observe,b=cork", "--seed", "-1",
+                                   "--", "true"])
+    assert bad_seed.exit_code == 2 and not (tmp_path / "s").exists()

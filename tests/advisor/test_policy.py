@@ -63,6 +63,12 @@ def test_cli_config_check_exit_codes(tmp_path):
     assert ok.exit_code == 0 and "1 rule" in ok.output
     failed = runner.invoke(cli, ["config", "check", str(bad)])
     assert failed.exit_code == 2 and "3:19: match.role" in failed.output
+    directory = runner.invoke(cli, ["config", "check", str(tmp_path)])
+    assert directory.exit_code == 2 and "is a directory" in directory.output
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(b"version: 1\nrules:\n  - policy: coalesce\n    f\xe9e: 1\n")
+    odd = runner.invoke(cli, ["config", "check", str(latin1)])
+    assert odd.exit_code == 2 and "unknown key" in odd.output and "Traceback" not in odd.output
     missing = runner.invoke(cli, ["config", "check", str(tmp_path / "none.yaml")])
     assert missing.exit_code == 2 and missing.output.strip().endswith("no such file")
     assert "Traceback" not in missing.output

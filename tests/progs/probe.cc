@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -134,6 +135,11 @@ int main() {
   close(nbs);
   close(nb);
   Report("fcntl(setfl nonblock)", fcntl(lfd, F_SETFL, O_NONBLOCK));
+  int on = 1;
+  Report("ioctl(fionbio)", ioctl(s, FIONBIO, &on));
+  Report("ioctl(fionread)", ioctl(s, FIONREAD, &on));
+  on = 0;
+  Report("ioctl(fionbio off)", ioctl(s, FIONBIO, &on));
   ReportFd("accept(nothing pending)", accept(lfd, nullptr, nullptr));
   ReportFd("accept4(nothing pending)", accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC));
 

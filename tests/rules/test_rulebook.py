@@ -3,6 +3,8 @@ every mistake located, and the text report's findings."""
 
 import io
 
+import os
+
 import pytest
 from rich.console import Console
 from testlib import REPO
@@ -62,6 +64,9 @@ def test_rules_list_names_every_rule_with_its_sources():
 
 def test_every_builtin_rule_cites_a_seed_that_exists():
     if not SEEDS.is_dir():
+        # CI runs with shared/ beside the clone: there, a missing directory is a failure.
+        if os.environ.get("CI"):
+            pytest.fail(f"{SEEDS} is missing: the rules' sources cannot be checked")
         pytest.skip(f"{SEEDS} is not beside this checkout")
     for rule in load_rulebook().rules:
         for seed in rule.data["source"].get("seeds", []):
