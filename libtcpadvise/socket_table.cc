@@ -12,6 +12,7 @@
 namespace tcpadvise {
 
 SocketTable g_table;
+thread_local bool SocketTable::t_holds_table_ = false;
 
 // kMaxTableSize caps the table at 8 MiB of address space; fds above it are
 // not tracked.
@@ -46,6 +47,7 @@ SocketState* SocketTable::NewEntry() {
 SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {
   const unsigned index = static_cast<unsigned>(fd);
   if (index >= size_.load(std::memory_order_relaxed)) return nullptr;
+  if (Reentered()) return nullptr;
   Lock();
   SocketState* stale = slots_[index].load(std::memory_order_relaxed);
   if (stale != nullptr) Retire(-1, stale);  // the app closed it behind our back
@@ -65,6 +67,7 @@ SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {
 void SocketTable::Alias(int new_fd, SocketState* entry) {
   const unsigned index = static_cast<unsigned>(new_fd);
   if (index >= size_.load(std::memory_order_relaxed)) return;
+  if (Reentered()) return;
   Lock();
   SocketState* old = slots_[index].load(std::memory_order_relaxed);
   if (old != entry) {
@@ -79,6 +82,7 @@ void SocketTable::Alias(int new_fd, SocketState* entry) {
 void SocketTable::Forget(int fd, bool fd_is_live) {
   const unsigned index = static_cast<unsigned>(fd);
   if (index >= size_.load(std::memory_order_relaxed)) return;
+  if (Reentered()) return;
   Lock();
   SocketState* s = slots_[index].load(std::memory_order_relaxed);
   if (s != nullptr) {
@@ -93,6 +97,7 @@ void SocketTable::Release(int fd) { Forget(fd, true); }
 void SocketTable::ReleaseReplaced(int fd) { Forget(fd, false); }
 
 void SocketTable::CaptureKernelState(int fd) {
+  if (Reentered()) return;
   Lock();
   SocketState* s = Lookup(fd);
   if (s != nullptr) {

@@ -205,3 +205,13 @@ def test_shim_exports_only_the_wrapped_libc_names():
                             check=True).stdout
     if "libasan" not in needed:  # the sanitizer runtimes bring libstdc++ themselves
         assert "libstdc++" not in needed
+
+
+def test_signal_handler_opening_and_closing_sockets_never_deadlocks(tmp_path):
+    """The handler interrupts the shim at random, also while it holds its
+    socket table's lock; close and socket are async-signal-safe, so the
+    program must run to its end."""
+    result = run([prog("sigclose")], env=shim_env(tmp_path, interval=0.01), timeout=60)
+    assert result.returncode == 0, result.stderr
+    rounds, signals = (int(word) for word in result.stdout.split()[1::2])
+    assert rounds > 100 and signals > 100, result.stdout
