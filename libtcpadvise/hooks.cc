@@ -102,7 +102,7 @@ void TrackNew(int fd, const SocketIdentity& id, bool nonblocking) {
 // snapshot thread never reads a half-written identity.
 template <typename Fn>
 void UpdateTracked(int fd, Fn fn) {
-  if (SocketTable::Reentered()) return;
+  if (Reentered()) return;
   ErrnoSaver errno_saver;
   g_table.Lock();
   SocketState* s = g_table.Lookup(fd);

@@ -12,7 +12,7 @@
 namespace tcpadvise {
 
 SocketTable g_table;
-thread_local bool SocketTable::t_holds_table_ = false;
+__thread int t_shim_depth = 0;
 
 // kMaxTableSize caps the table at 8 MiB of address space; fds above it are
 // not tracked.
@@ -176,7 +176,9 @@ void SocketTable::FoldIntoGroup(SocketState* closed) {
 }
 
 void SocketTable::ResetInChild() {
+  // The fork happened under Lock (BeforeFork): the child starts unlocked.
   pthread_mutex_init(&mutex_, nullptr);
+  t_shim_depth = 0;
   const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed) + 1;
   for (unsigned fd = 0; fd < end && slots_ != nullptr; ++fd) {
     SocketState* s = slots_[fd].load(std::memory_order_relaxed);

@@ -12,6 +12,7 @@
 
 #include <atomic>
 
+#include "reentry.h"
 #include "socket_state.h"
 
 namespace tcpadvise {
@@ -74,20 +75,16 @@ class SocketTable {
   void ForEachGroup(Fn fn);
 
   // SocketTable::Lock and Unlock guard a consistent view (trace writing, fork).
+  // While it is held, hooks entered on the same thread (signal handlers)
+  // pass through (reentry.h); a stale entry is retired when its fd is reused.
   void Lock() {
-    t_holds_table_ = true;
+    ++t_shim_depth;
     pthread_mutex_lock(&mutex_);
   }
   void Unlock() {
     pthread_mutex_unlock(&mutex_);
-    t_holds_table_ = false;
+    --t_shim_depth;
   }
-
-  // SocketTable::Reentered tells a hook that its thread already holds the
-  // mutex: a signal handler interrupted the shim, and the hook must pass the
-  // call through without bookkeeping (a stale entry is retired when its fd is
-  // reused).
-  static bool Reentered() { return t_holds_table_; }
 
   // SocketTable::ResetInChild runs in a fork child: the child keeps the
   // sockets it inherited but starts its own statistics from zero. Lock was
@@ -105,7 +102,6 @@ class SocketTable {
   void Retire(int fd, SocketState* entry);
   void FoldIntoGroup(SocketState* entry);
 
-  static thread_local bool t_holds_table_;
   std::atomic<unsigned> size_{0};
   std::atomic<SocketState*>* slots_ = nullptr;
   pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
