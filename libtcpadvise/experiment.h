@@ -25,7 +25,7 @@ int ArmOfRule(const ExperimentConfig& experiment, int rule);
 // OnExperimentConnectionClosed records the outcome of a closed connection of
 // arm, and applies the guardrail.
 void OnExperimentConnectionClosed(const ExperimentConfig& experiment, int arm, const SocketState& s,
-                                  uint64_t now_ticks, double ticks_per_ns);
+                                  uint64_t now_ticks, double ns_per_tick);
 
 // EmitExperiment writes the trace's "experiment" object.
 void EmitExperiment(JsonWriter* w, const ExperimentConfig& experiment, double ns_per_tick);

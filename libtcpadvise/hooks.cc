@@ -57,9 +57,11 @@ constexpr int kOrdinaryFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
 // TrackedRead runs one read-family call on a tracked socket and records it.
 template <typename Call>
 inline ssize_t TrackedRead(SocketState* s, int fd, ReadApi api, int flags, Call call) {
-  if (__builtin_expect(AnyHeld(), 0)) ReleaseAll(FlushCause::kRead, true);
+  // Without a config nothing is ever held: one load on the observe path.
+  const bool policies = __builtin_expect(g_policy_config != nullptr, 0);
+  if (policies && AnyHeld()) ReleaseAll(FlushCause::kRead, true);
   const ssize_t result = call();
-  if (__builtin_expect(g_policy_config != nullptr, 0)) AfterReadPolicy(s, fd);
+  if (policies) AfterReadPolicy(s, fd);
   s->OnRead(api, result, result < 0 ? errno : 0, (flags & MSG_PEEK) != 0);
   // A program that only reads still gets its snapshots: every 256th read looks at the clock.
   if (__builtin_expect((s->stats.read_calls.Get() & 255) == 0, 0)) MaybeSnapshot(ReadTicks());
