@@ -86,7 +86,7 @@ def run_arm(burst, shim, prefixes, arm, rounds, policy_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=str(REPO / "build"))
-    parser.add_argument("--runs", type=int, default=5, help="runs per arm and path")
+    parser.add_argument("--runs", type=int, default=15, help="runs per arm and path")
     parser.add_argument("--rounds", type=int, default=3000, help="requests per run (plain: a hundredth)")
     parser.add_argument("--paths", default="loopback,veth")
     args = parser.parse_args()

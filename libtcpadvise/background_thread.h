@@ -1,4 +1,5 @@
-// BackgroundThread: the shim's own threads (snapshots, policy deadlines).
+// BackgroundThread: the shim's own threads (snapshots, policy deadlines), and
+// whether the application itself runs more than one thread.
 #ifndef TCPADVISE_BACKGROUND_THREAD_H_
 #define TCPADVISE_BACKGROUND_THREAD_H_
 
@@ -8,8 +9,20 @@ namespace tcpadvise {
 
 // StartBackgroundThread runs loop on a detached thread with a small stack
 // and every signal blocked, so the application's signals keep going to its
-// own threads; false if it could not start.
+// own threads; false if it could not start. In a single-threaded
+// application the shim's hot calls then bypass glibc's cancellation
+// bookkeeping (RealLibc::direct), which this thread would switch on.
 bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size);
+
+// ApplicationSingleThreaded tells whether the application runs one thread;
+// the shim's own threads do not count.
+bool ApplicationSingleThreaded();
+
+// NoteApplicationThread records that the application starts or cancels a
+// thread (the pthread_create and pthread_cancel wrappers; a shim thread
+// starting does not count): from then on every call goes through glibc,
+// cancellation points and all.
+void NoteApplicationThread();
 
 }  // namespace tcpadvise
 

@@ -20,11 +20,12 @@ namespace hooks {
 namespace {
 
 // TrackedWrite runs one write-family call on a tracked socket and records
-// it: one clock read before the call, a second one on sampled calls only.
+// it: one clock read before the call, a second one on sampled calls only;
+// none when clock is false (a write a policy holds, see Written).
 template <typename Call>
-inline ssize_t TrackedWrite(SocketState* s, WriteApi api, uint64_t iovcnt, Call call) {
-  const bool timed = s->SampleSyscallTime();
-  const uint64_t start = ReadTicks();
+inline ssize_t TrackedWrite(SocketState* s, WriteApi api, uint64_t iovcnt, Call call, bool clock = true) {
+  const bool timed = clock && s->SampleSyscallTime();
+  const uint64_t start = clock ? ReadTicks() : 0;
   const ssize_t result = call();
   const uint64_t syscall_ticks = timed ? ReadTicks() - start + 1 : 0;  // +1: a sample is never 0
   s->OnWrite(api, result, result < 0 ? errno : 0, iovcnt, start, syscall_ticks);
@@ -40,13 +41,16 @@ ssize_t Thunk(void* call) {
 
 // Written runs a write-family call on a tracked socket: through the policy
 // when one takes the socket's writes, else straight to libc; recorded either
-// way as the application saw it.
+// way as the application saw it. Under cork or coalesce only a burst's first
+// write reads the clock: the bytes leave together at the release, where the
+// turn starts (StartTurnAt), so the others' times would say nothing.
 template <typename Call>
 inline ssize_t Written(SocketState* s, int fd, WriteApi api, uint64_t iovcnt, const iovec* data, int data_count,
                        int flags, bool special, Call call) {
   if (__builtin_expect(s->stats.policy == nullptr, 1)) return TrackedWrite(s, api, iovcnt, call);
-  return TrackedWrite(s, api, iovcnt,
-                      [&] { return PolicyWrite(s, fd, data, data_count, flags, special, Thunk<Call>, &call); });
+  return TrackedWrite(
+      s, api, iovcnt, [&] { return PolicyWrite(s, fd, data, data_count, flags, special, Thunk<Call>, &call); },
+      s->stats.burst_open_writes.Get() == 0);
 }
 
 // kOrdinaryFlags are the send flags a policy can hold bytes under; any other
@@ -202,44 +206,44 @@ int FcntlCommon(int fd, int cmd, int result, unsigned long arg) {
 
 ssize_t Write(int fd, const void* buf, size_t n) {
   SocketState* s = g_table.Lookup(fd);
-  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.write)(fd, buf, n);
+  if (__builtin_expect(s == nullptr, 1)) return LibcWrite(fd, buf, n);
   const iovec data = {const_cast<void*>(buf), n};
-  return Written(s, fd, WriteApi::kWrite, kScalarWrite, &data, 1, 0, false, [&] { return g_real.write(fd, buf, n); });
+  return Written(s, fd, WriteApi::kWrite, kScalarWrite, &data, 1, 0, false, [&] { return LibcWrite(fd, buf, n); });
 }
 
 ssize_t Writev(int fd, const struct iovec* iov, int iovcnt) {
   SocketState* s = g_table.Lookup(fd);
-  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.writev)(fd, iov, iovcnt);
+  if (__builtin_expect(s == nullptr, 1)) return LibcWritev(fd, iov, iovcnt);
   return Written(s, fd, WriteApi::kWritev, static_cast<uint64_t>(iovcnt < 0 ? 0 : iovcnt), iov, iovcnt, 0, false,
-                 [&] { return g_real.writev(fd, iov, iovcnt); });
+                 [&] { return LibcWritev(fd, iov, iovcnt); });
 }
 
 ssize_t Send(int fd, const void* buf, size_t n, int flags) {
   SocketState* s = g_table.Lookup(fd);
-  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.send)(fd, buf, n, flags);
+  if (__builtin_expect(s == nullptr, 1)) return LibcSend(fd, buf, n, flags);
   const iovec data = {const_cast<void*>(buf), n};
   return Written(s, fd, WriteApi::kSend, kScalarWrite, &data, 1, flags, (flags & ~kOrdinaryFlags) != 0,
-                 [&] { return g_real.send(fd, buf, n, flags); });
+                 [&] { return LibcSend(fd, buf, n, flags); });
 }
 
 ssize_t Sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t addrlen) {
   SocketState* s = g_table.Lookup(fd);
-  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendto)(fd, buf, n, flags, addr, addrlen);
+  if (__builtin_expect(s == nullptr, 1)) return LibcSendto(fd, buf, n, flags, addr, addrlen);
   const iovec data = {const_cast<void*>(buf), n};
   return Written(s, fd, WriteApi::kSendto, kScalarWrite, &data, 1, flags,
                  (flags & ~kOrdinaryFlags) != 0 || addr != nullptr,
-                 [&] { return g_real.sendto(fd, buf, n, flags, addr, addrlen); });
+                 [&] { return LibcSendto(fd, buf, n, flags, addr, addrlen); });
 }
 
 ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags) {
   SocketState* s = g_table.Lookup(fd);
-  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendmsg)(fd, msg, flags);
+  if (__builtin_expect(s == nullptr, 1)) return LibcSendmsg(fd, msg, flags);
   const uint64_t iovcnt = msg != nullptr ? msg->msg_iovlen : 0;
   const bool special = msg == nullptr || msg->msg_name != nullptr || msg->msg_controllen != 0 ||
                        (flags & ~kOrdinaryFlags) != 0;
   return Written(s, fd, WriteApi::kSendmsg, iovcnt, msg ? msg->msg_iov : nullptr,
                  msg ? static_cast<int>(msg->msg_iovlen) : 0, flags, special,
-                 [&] { return g_real.sendmsg(fd, msg, flags); });
+                 [&] { return LibcSendmsg(fd, msg, flags); });
 }
 
 int Sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
@@ -270,32 +274,32 @@ ssize_t Sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) {
 
 ssize_t Read(int fd, void* buf, size_t n) {
   SocketState* s = g_table.Lookup(fd);
-  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.read)(fd, buf, n);
-  return TrackedRead(s, fd, ReadApi::kRead, 0, [&] { return g_real.read(fd, buf, n); });
+  if (__builtin_expect(s == nullptr, 1)) return LibcRead(fd, buf, n);
+  return TrackedRead(s, fd, ReadApi::kRead, 0, [&] { return LibcRead(fd, buf, n); });
 }
 
 ssize_t Readv(int fd, const struct iovec* iov, int iovcnt) {
   SocketState* s = g_table.Lookup(fd);
-  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.readv)(fd, iov, iovcnt);
-  return TrackedRead(s, fd, ReadApi::kReadv, 0, [&] { return g_real.readv(fd, iov, iovcnt); });
+  if (__builtin_expect(s == nullptr, 1)) return LibcReadv(fd, iov, iovcnt);
+  return TrackedRead(s, fd, ReadApi::kReadv, 0, [&] { return LibcReadv(fd, iov, iovcnt); });
 }
 
 ssize_t Recv(int fd, void* buf, size_t n, int flags) {
   SocketState* s = g_table.Lookup(fd);
-  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recv)(fd, buf, n, flags);
-  return TrackedRead(s, fd, ReadApi::kRecv, flags, [&] { return g_real.recv(fd, buf, n, flags); });
+  if (__builtin_expect(s == nullptr, 1)) return LibcRecv(fd, buf, n, flags);
+  return TrackedRead(s, fd, ReadApi::kRecv, flags, [&] { return LibcRecv(fd, buf, n, flags); });
 }
 
 ssize_t Recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* addrlen) {
   SocketState* s = g_table.Lookup(fd);
-  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recvfrom)(fd, buf, n, flags, addr, addrlen);
-  return TrackedRead(s, fd, ReadApi::kRecvfrom, flags, [&] { return g_real.recvfrom(fd, buf, n, flags, addr, addrlen); });
+  if (__builtin_expect(s == nullptr, 1)) return LibcRecvfrom(fd, buf, n, flags, addr, addrlen);
+  return TrackedRead(s, fd, ReadApi::kRecvfrom, flags, [&] { return LibcRecvfrom(fd, buf, n, flags, addr, addrlen); });
 }
 
 ssize_t Recvmsg(int fd, struct msghdr* msg, int flags) {
   SocketState* s = g_table.Lookup(fd);
-  if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recvmsg)(fd, msg, flags);
-  return TrackedRead(s, fd, ReadApi::kRecvmsg, flags, [&] { return g_real.recvmsg(fd, msg, flags); });
+  if (__builtin_expect(s == nullptr, 1)) return LibcRecvmsg(fd, msg, flags);
+  return TrackedRead(s, fd, ReadApi::kRecvmsg, flags, [&] { return LibcRecvmsg(fd, msg, flags); });
 }
 
 int Recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct timespec* timeout) {
@@ -478,7 +482,7 @@ inline void BeforeWait() {
 
 int Poll(struct pollfd* fds, nfds_t nfds, int timeout) {
   BeforeWait();
-  return Real(g_real.poll)(fds, nfds, timeout);
+  return LibcPoll(fds, nfds, timeout);
 }
 
 int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout, const sigset_t* mask) {
@@ -498,12 +502,12 @@ int Pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const struct timespec* ti
 
 int EpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout) {
   BeforeWait();
-  return Real(g_real.epoll_wait)(epfd, events, maxevents, timeout);
+  return LibcEpollWait(epfd, events, maxevents, timeout);
 }
 
 int EpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask) {
   BeforeWait();
-  return Real(g_real.epoll_pwait)(epfd, events, maxevents, timeout, mask);
+  return LibcEpollPwait(epfd, events, maxevents, timeout, mask);
 }
 
 void BeforeExec() { ReleaseAll(FlushCause::kExec, true); }

@@ -67,6 +67,8 @@ uint64_t TicksFromUs(uint64_t us) {
   return static_cast<uint64_t>(static_cast<double>(us) * g_runtime.tick_rate.TicksPerSecond() / 1e6);
 }
 
+uint64_t Earliest(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
 size_t IovecBytes(const iovec* iov, int iovcnt) {
   size_t n = 0;
   for (int i = 0; i < iovcnt; ++i) n += iov[i].iov_len;
@@ -175,7 +177,9 @@ bool EnsureBuffer(PolicyState* p, int fd) {
 void NoteHoldEnded(PolicyState* p, FlushCause cause) {
   PolicyCounters& c = CountersOf(p);
   c.flushes[static_cast<int>(cause)].Increment();
-  const uint64_t held_for = ReadTicks() - p->hold_start;
+  const uint64_t now = ReadTicks();
+  p->socket->StartTurnAt(now);
+  const uint64_t held_for = now - p->hold_start;
   if (held_for > c.longest_hold_ticks.Get()) c.longest_hold_ticks.Set(held_for);
 }
 
@@ -213,7 +217,7 @@ ssize_t SendHeldThen(PolicyState* p, int fd, const iovec* iov, int iovcnt, int f
     msghdr msg{};
     msg.msg_iov = held ? parts : parts + 1;
     msg.msg_iovlen = static_cast<size_t>(iovcnt) + (held ? 1 : 0);
-    const ssize_t sent = Real(g_real.sendmsg)(fd, &msg, flags | (nonblocking ? MSG_DONTWAIT : 0));
+    const ssize_t sent = LibcSendmsg(fd, &msg, flags | (nonblocking ? MSG_DONTWAIT : 0));
     if (sent < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) p->nonblocking_ok = false;
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && held != 0) {
@@ -250,7 +254,7 @@ ssize_t SendHeldThen(PolicyState* p, int fd, const iovec* iov, int iovcnt, int f
 bool Flush(PolicyState* p, int fd, FlushCause cause, bool may_block) {
   while (p->held.load(std::memory_order_relaxed) != 0) {
     const uint32_t held = p->held.load(std::memory_order_relaxed);
-    const ssize_t sent = Real(g_real.send)(fd, p->buffer, held, MSG_NOSIGNAL | (may_block ? 0 : MSG_DONTWAIT));
+    const ssize_t sent = LibcSend(fd, p->buffer, held, MSG_NOSIGNAL | (may_block ? 0 : MSG_DONTWAIT));
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -279,7 +283,7 @@ bool Flush(PolicyState* p, int fd, FlushCause cause, bool may_block) {
 void FlushForExit(PolicyState* p, int fd, FlushCause cause) {
   for (int tries = 0; tries < 50 && !Flush(p, fd, cause, false); ++tries) {
     pollfd pfd = {fd, POLLOUT, 0};
-    Real(g_real.poll)(&pfd, 1, 100);
+    LibcPoll(&pfd, 1, 100);
   }
 }
 
@@ -288,7 +292,9 @@ void Uncork(PolicyState* p, int fd, FlushCause cause) {
   Real(g_real.setsockopt)(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero));
   p->corked.store(false, std::memory_order_relaxed);
   CountersOf(p).flushes[static_cast<int>(cause)].Increment();
-  const uint64_t corked_for = ReadTicks() - p->cork_start;
+  const uint64_t now = ReadTicks();
+  p->socket->StartTurnAt(now);
+  const uint64_t corked_for = now - p->cork_start;
   if (corked_for > CountersOf(p).longest_hold_ticks.Get()) CountersOf(p).longest_hold_ticks.Set(corked_for);
 }
 
@@ -393,20 +399,34 @@ int CopyHeldSet(PolicyState** copy) {
   return n;
 }
 
-void ReleaseExpired(uint64_t now) {
+// ReleaseExpired releases what is past its deadline; returns the tick of
+// the next deadline among what stays held (UINT64_MAX when none does).
+uint64_t ReleaseExpired(uint64_t now, uint64_t retry_busy) {
   PolicyState* copy[kMaxHeldSockets];
   const int n = CopyHeldSet(copy);
+  uint64_t next = UINT64_MAX;
   for (int i = 0; i < n; ++i) {
     PolicyState* p = copy[i];
-    if (!p->lock.TryLock()) continue;  // busy: its own call is in progress
+    if (!p->lock.TryLock()) {  // busy: its own call is in progress
+      next = Earliest(next, now + retry_busy);
+      continue;
+    }
     DrainOverflow(p);
     const PolicySettings& s = *p->settings;
-    const bool cork_due = p->corked.load(std::memory_order_relaxed) && now - p->cork_start >= TicksFromUs(s.cork_delay_us);
-    const bool hold_due = p->held.load(std::memory_order_relaxed) != 0 &&
-                          now - p->hold_start >= TicksFromUs(s.coalesce_delay_us);
-    if (cork_due || hold_due) ReleaseLocked(p, FlushCause::kDeadline, false, false);
+    const bool corked = p->corked.load(std::memory_order_relaxed);
+    const bool holding = p->held.load(std::memory_order_relaxed) != 0;
+    const uint64_t cork_due = corked ? p->cork_start + TicksFromUs(s.cork_delay_us) : UINT64_MAX;
+    const uint64_t hold_due = holding ? p->hold_start + TicksFromUs(s.coalesce_delay_us) : UINT64_MAX;
+    if (cork_due <= now || hold_due <= now) {
+      ReleaseLocked(p, FlushCause::kDeadline, false, false);
+      // A flush the kernel had no room for is tried again soon.
+      if (HoldsSomething(p)) next = Earliest(next, now + retry_busy);
+    } else {
+      next = Earliest(next, Earliest(cork_due, hold_due));
+    }
     p->lock.Unlock();
   }
+  return next;
 }
 
 uint32_t ShortestDelayUs() {
@@ -419,15 +439,19 @@ uint32_t ShortestDelayUs() {
   return shortest;
 }
 
+// FlusherLoop sleeps until the earliest deadline of what is held: while an
+// application keeps releasing its own holds, it wakes about once per
+// deadline, whatever the rate of writes.
 void* FlusherLoop(void*) {
-  // Check twice per deadline, so nothing is held much past it.
-  const uint32_t period_us = ShortestDelayUs() / 2 + 1;
-  const timespec period = {static_cast<time_t>(period_us / 1000000), static_cast<long>(period_us % 1000000) * 1000};
+  const uint64_t shortest = TicksFromUs(ShortestDelayUs());
+  const double ns_per_tick = 1e9 / g_runtime.tick_rate.TicksPerSecond();
   int idle_rounds = 0;
   for (;;) {
+    uint64_t now = ReadTicks();
+    uint64_t wake = now + shortest;
     if (AnyHeld()) {
       idle_rounds = 0;
-      ReleaseExpired(ReadTicks());
+      wake = Earliest(wake, ReleaseExpired(now, shortest / 4 + 1));
     } else if (++idle_rounds > 1000) {
       // Nothing held for a while: sleep until a write holds something again.
       LockShared(&g_flusher_mutex);
@@ -438,7 +462,11 @@ void* FlusherLoop(void*) {
       idle_rounds = 0;
       continue;
     }
-    clock_nanosleep(CLOCK_MONOTONIC, 0, &period, nullptr);
+    now = ReadTicks();
+    if (wake <= now) continue;
+    const uint64_t sleep_ns = static_cast<uint64_t>(static_cast<double>(wake - now) * ns_per_tick) + 1;
+    const timespec pause = {static_cast<time_t>(sleep_ns / 1000000000), static_cast<long>(sleep_ns % 1000000000)};
+    clock_nanosleep(CLOCK_MONOTONIC, 0, &pause, nullptr);
   }
   return nullptr;
 }

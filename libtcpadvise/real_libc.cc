@@ -53,6 +53,8 @@ static void BindAll() {
   Bind(g_real.epoll_pwait, "epoll_pwait");
   Bind(g_real.exit_now, "_exit");
   Bind(g_real.exit_now_c99, "_Exit");
+  Bind(g_real.pthread_create, "pthread_create");
+  Bind(g_real.pthread_cancel, "pthread_cancel");
 }
 
 void BindRealLibc() {

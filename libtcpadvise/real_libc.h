@@ -5,17 +5,29 @@
 #define TCPADVISE_REAL_LIBC_H_
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
 
 namespace tcpadvise {
 
 // RealLibc holds one pointer per wrapped libc function.
 struct RealLibc {
+  // direct is set while the process runs one application thread and the
+  // shim's own (background_thread.h): the Libc* calls below then make the
+  // system call themselves, as glibc does in a single-threaded process. A
+  // shim thread would otherwise switch on glibc's cancellation bookkeeping
+  // around every call for good, some 20 ns each, though nothing can cancel a
+  // thread that has no sibling (pthread_cancel switches this off first).
+  std::atomic<bool> direct;
   ssize_t (*write)(int, const void*, size_t);
   ssize_t (*writev)(int, const struct iovec*, int);
   ssize_t (*send)(int, const void*, size_t, int);
@@ -54,6 +66,9 @@ struct RealLibc {
   int (*pselect)(int, fd_set*, fd_set*, fd_set*, const struct timespec*, const sigset_t*);
   int (*epoll_wait)(int, struct epoll_event*, int, int);
   int (*epoll_pwait)(int, struct epoll_event*, int, int, const sigset_t*);
+  // Wrapped to count application threads (background_thread.h).
+  int (*pthread_create)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+  int (*pthread_cancel)(pthread_t);
   // Bound here, not on the call: _exit runs in signal handlers and after
   // vfork, where dlsym (the loader's lock) must not be called.
   void (*exit_now)(int);
@@ -72,6 +87,52 @@ template <typename Fn>
 inline Fn Real(Fn& slot) {
   if (__builtin_expect(slot == nullptr, 0)) BindRealLibc();
   return slot;
+}
+
+// The calls on the policy hot path, through g_real or straight to the
+// kernel (RealLibc::direct); each returns and sets errno as libc does.
+inline bool Direct() { return g_real.direct.load(std::memory_order_relaxed); }
+inline ssize_t LibcWrite(int fd, const void* buf, size_t n) {
+  return Direct() ? syscall(SYS_write, fd, buf, n) : Real(g_real.write)(fd, buf, n);
+}
+inline ssize_t LibcWritev(int fd, const struct iovec* iov, int iovcnt) {
+  return Direct() ? syscall(SYS_writev, fd, iov, iovcnt) : Real(g_real.writev)(fd, iov, iovcnt);
+}
+inline ssize_t LibcSend(int fd, const void* buf, size_t n, int flags) {
+  return Direct() ? syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0) : Real(g_real.send)(fd, buf, n, flags);
+}
+inline ssize_t LibcSendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t len) {
+  return Direct() ? syscall(SYS_sendto, fd, buf, n, flags, addr, len) : Real(g_real.sendto)(fd, buf, n, flags, addr, len);
+}
+inline ssize_t LibcSendmsg(int fd, const struct msghdr* msg, int flags) {
+  return Direct() ? syscall(SYS_sendmsg, fd, msg, flags) : Real(g_real.sendmsg)(fd, msg, flags);
+}
+inline ssize_t LibcRead(int fd, void* buf, size_t n) {
+  return Direct() ? syscall(SYS_read, fd, buf, n) : Real(g_real.read)(fd, buf, n);
+}
+inline ssize_t LibcReadv(int fd, const struct iovec* iov, int iovcnt) {
+  return Direct() ? syscall(SYS_readv, fd, iov, iovcnt) : Real(g_real.readv)(fd, iov, iovcnt);
+}
+inline ssize_t LibcRecv(int fd, void* buf, size_t n, int flags) {
+  return Direct() ? syscall(SYS_recvfrom, fd, buf, n, flags, nullptr, nullptr) : Real(g_real.recv)(fd, buf, n, flags);
+}
+inline ssize_t LibcRecvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* len) {
+  return Direct() ? syscall(SYS_recvfrom, fd, buf, n, flags, addr, len)
+                  : Real(g_real.recvfrom)(fd, buf, n, flags, addr, len);
+}
+inline ssize_t LibcRecvmsg(int fd, struct msghdr* msg, int flags) {
+  return Direct() ? syscall(SYS_recvmsg, fd, msg, flags) : Real(g_real.recvmsg)(fd, msg, flags);
+}
+inline int LibcPoll(struct pollfd* fds, nfds_t nfds, int timeout) {
+  return Direct() ? static_cast<int>(syscall(SYS_poll, fds, nfds, timeout)) : Real(g_real.poll)(fds, nfds, timeout);
+}
+inline int LibcEpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout) {
+  return Direct() ? static_cast<int>(syscall(SYS_epoll_wait, epfd, events, maxevents, timeout))
+                  : Real(g_real.epoll_wait)(epfd, events, maxevents, timeout);
+}
+inline int LibcEpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask) {
+  return Direct() ? static_cast<int>(syscall(SYS_epoll_pwait, epfd, events, maxevents, timeout, mask, _NSIG / 8))
+                  : Real(g_real.epoll_pwait)(epfd, events, maxevents, timeout, mask);
 }
 
 }  // namespace tcpadvise

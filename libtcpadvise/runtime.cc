@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
-#include <sys/single_threaded.h>
 
 #include <atomic>
 
@@ -155,7 +154,7 @@ void SnapshotDue(uint64_t now_ticks) {
       !g_next_snapshot_tick.compare_exchange_strong(due, UINT64_MAX, std::memory_order_acq_rel)) {
     return;
   }
-  if (!__libc_single_threaded && !g_snapshot_thread_started.exchange(true, std::memory_order_acq_rel)) {
+  if (!ApplicationSingleThreaded() && !g_snapshot_thread_started.exchange(true, std::memory_order_acq_rel)) {
     if (StartSnapshotThread()) return;  // the thread owns snapshots from now on
     g_snapshot_thread_started.store(false, std::memory_order_relaxed);
   }

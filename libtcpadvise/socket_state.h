@@ -169,9 +169,10 @@ struct SocketState {
   bool SampleSyscallTime() const { return (stats.write_calls.Get() & kSyscallTimeSampleMask) == 0; }
 
   // SocketState::OnWrite records one write-family call that started at
-  // start (ticks) and returned result (errno_value when negative);
-  // syscall_ticks is the call's duration when it was sampled, else 0.
-  // iovcnt is kScalarWrite for calls that take one buffer.
+  // start (ticks; 0 when the clock was not read, which records no gap and
+  // leaves the turn's start alone) and returned result (errno_value when
+  // negative); syscall_ticks is the call's duration when it was sampled,
+  // else 0. iovcnt is kScalarWrite for calls that take one buffer.
   void OnWrite(WriteApi api, int64_t result, int errno_value, uint64_t iovcnt, uint64_t start,
                uint64_t syscall_ticks) {
     stats.write_calls.Increment();
@@ -184,10 +185,17 @@ struct SocketState {
     stats.write_bytes.Add(static_cast<uint64_t>(result));
     stats.write_size.Record(static_cast<uint64_t>(result));
     if (iovcnt != kScalarWrite) stats.write_iovcnt.Record(iovcnt);
-    if (stats.burst_open_writes.Get() != 0) stats.gap_ticks.Record(start - stats.last_write_start.Get());
     stats.burst_open_writes.Increment();
     stats.burst_open_bytes.Add(static_cast<uint64_t>(result));
+    if (start == 0) return;
+    if (stats.burst_open_writes.Get() != 1) stats.gap_ticks.Record(start - stats.last_write_start.Get());
     stats.last_write_start.Set(start);
+  }
+
+  // SocketState::StartTurnAt moves a pending turn's start to now: a policy
+  // released the burst's bytes then.
+  void StartTurnAt(uint64_t now) {
+    if (stats.last_write_start.Get() != 0) stats.last_write_start.Set(now);
   }
 
   // SocketState::OnRead records one read-family call. Any read attempt closes

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "libtcpadvise/background_thread.h"
 #include "libtcpadvise/hooks.h"
 #include "libtcpadvise/real_libc.h"
 #include "libtcpadvise/runtime.h"
@@ -203,6 +204,14 @@ TCPADVISE_EXPORT int system(const char* command) {
 TCPADVISE_EXPORT FILE* popen(const char* command, const char* type) {
   h::BeforeExec();
   return Next<decltype(&popen)>("popen")(command, type);
+}
+TCPADVISE_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg) {
+  tcpadvise::NoteApplicationThread();
+  return tcpadvise::Real(tcpadvise::g_real.pthread_create)(thread, attr, start, arg);
+}
+TCPADVISE_EXPORT int pthread_cancel(pthread_t thread) {
+  tcpadvise::NoteApplicationThread();
+  return tcpadvise::Real(tcpadvise::g_real.pthread_cancel)(thread);
 }
 TCPADVISE_EXPORT void _exit(int status) {
   h::BeforeExit();

@@ -38,9 +38,13 @@ def test_policy_removes_the_delayed_ack_stall(tmp_path, server_factory, name):
     # Without a policy each round waits for the 40 ms delayed ACK.
     assert did["round_us_median"] < 5000, did
     segments = sock["tcp_info"]["data_segs_out"]
+    assert sock["turns"]["count"] == ROUNDS
     if name == "nodelay":
         assert segments >= ROUNDS * WRITES
+        assert sock["writes"]["gap_ns"]["count"] == ROUNDS * (WRITES - 1)
     else:
+        # Held writes read no clock: no gaps, and turns run from the release.
+        assert sock["writes"]["gap_ns"]["count"] == 0
         # One segment per request: the burst leaves as one.
         assert segments <= ROUNDS + 5, segments
         counters = sock["policy"]["counters"]
@@ -119,3 +123,17 @@ def test_coalesce_deadline_sends_without_a_read(tmp_path, server_factory):
     # machine may starve the deadline thread now and then).
     assert counters["flushes"].get("deadline", 0) >= 10, counters
     assert did["rounds"] == 20
+
+
+@pytest.mark.parametrize("mode", ["thread", "self"])
+@pytest.mark.parametrize("name", ["observe", "cork", "coalesce"])
+def test_cancellation_still_interrupts_a_wrapped_read(tmp_path, name, mode):
+    """The deadline thread of cork and coalesce lets the shim make a
+    single-threaded program's calls straight to the kernel; the program's
+    own pthread_create or pthread_cancel must bring glibc's cancellation
+    points back before its read blocks, or the read never returns."""
+    out = tmp_path / "traces"
+    out.mkdir()
+    env = shim_env(out, TCPADVISE_CONFIG=str(builtin(tmp_path, name)))
+    result = run([prog("cancel"), mode], env=env, timeout=20)
+    assert result.returncode == 0 and result.stdout == "cancelled\n", (result.stdout, result.stderr)

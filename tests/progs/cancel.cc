@@ -1,0 +1,83 @@
+// cancel: pthread cancellation must still interrupt a read the shim wraps,
+// also after a cork or coalesce policy started the shim's deadline thread.
+// The program connects to a listener of its own that never sends, writes
+// two bytes (a policy holds them and starts its thread), then:
+//   cancel thread  a second thread blocks in read(); the main thread cancels
+//                  it and joins it
+//   cancel self    the main thread cancels itself, then blocks in read(); the
+//                  cancellation must act there
+// Prints "cancelled" when the cancellation acted; a read that is not a
+// cancellation point blocks forever instead.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace {
+
+int g_fd = -1;
+
+void* BlockInRead(void*) {
+  char byte;
+  (void)read(g_fd, &byte, 1);
+  return nullptr;
+}
+
+void ReportCancelled(void*) {
+  printf("cancelled\n");
+  fflush(stdout);
+  _exit(0);
+}
+
+// ConnectedPair returns a client socket connected to a listener that never sends.
+int ConnectedPair(int* accepted) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(listener, 1) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return -1;
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return -1;
+  *accepted = accept(listener, nullptr, nullptr);
+  return fd;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool self = argc == 2 && strcmp(argv[1], "self") == 0;
+  if (argc != 2 || (!self && strcmp(argv[1], "thread") != 0)) {
+    fprintf(stderr, "usage: cancel thread|self\n");
+    return 2;
+  }
+  int accepted = -1;
+  g_fd = ConnectedPair(&accepted);
+  if (g_fd < 0 || accepted < 0 || write(g_fd, "hi", 2) != 2) {
+    perror("cancel: setup");
+    return 1;
+  }
+  if (self) {
+    pthread_cleanup_push(ReportCancelled, nullptr);
+    pthread_cancel(pthread_self());
+    char byte;
+    (void)read(g_fd, &byte, 1);
+    pthread_cleanup_pop(0);
+    printf("not cancelled\n");
+    return 1;
+  }
+  pthread_t reader;
+  pthread_create(&reader, nullptr, BlockInRead, nullptr);
+  usleep(100 * 1000);  // let it block
+  pthread_cancel(reader);
+  void* outcome = nullptr;
+  pthread_join(reader, &outcome);
+  printf(outcome == PTHREAD_CANCELED ? "cancelled\n" : "not cancelled\n");
+  return outcome == PTHREAD_CANCELED ? 0 : 1;
+}
