@@ -1,8 +1,15 @@
 #include "background_thread.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/single_threaded.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 
@@ -21,9 +28,62 @@ std::atomic<bool> g_application_threads{false};
 // in the way (after any sanitizer's, which must see every thread).
 thread_local bool t_starting_shim_thread = false;
 
+// kNamePrefix starts the name of every shim thread: ExitIfApplicationGone
+// tells them from the application's by it.
+constexpr char kNamePrefix[] = "tcpadvise-";
+
+// ReadProcFile reads a small /proc file into buf (NUL-terminated); false on failure.
+bool ReadProcFile(const char* path, char* buf, size_t size) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  return true;
+}
+
+// ThreadRuns tells whether the task whose stat line is in buf is an
+// application thread that has not exited.
+bool ThreadRuns(const char* stat) {
+  const char* open_paren = strchr(stat, '(');
+  const char* close_paren = strrchr(stat, ')');
+  if (open_paren == nullptr || close_paren == nullptr || close_paren[1] == '\0') return true;
+  const char state = close_paren[2];
+  if (state == 'Z' || state == 'X') return false;
+  return strncmp(open_paren + 1, kNamePrefix, sizeof(kNamePrefix) - 1) != 0;
+}
+
+bool AnyApplicationThreadRuns() {
+  char stat[512];
+  // The main thread first: while it runs, nothing else is read.
+  if (!ReadProcFile("/proc/self/stat", stat, sizeof(stat)) || ThreadRuns(stat)) return true;
+  const int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return true;
+  bool runs = false;
+  alignas(8) char entries[4096];
+  long n;
+  while (!runs && (n = syscall(SYS_getdents64, dir, entries, sizeof(entries))) > 0) {
+    for (long at = 0; at < n && !runs;) {
+      const auto* entry = reinterpret_cast<const dirent64*>(entries + at);
+      at += entry->d_reclen;
+      if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+      char path[sizeof("/proc/self/task//stat") + sizeof(entry->d_name)];
+      snprintf(path, sizeof(path), "/proc/self/task/%s/stat", entry->d_name);
+      runs = ReadProcFile(path, stat, sizeof(stat)) && ThreadRuns(stat);
+    }
+  }
+  close(dir);
+  return runs;
+}
+
 }  // namespace
 
-bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size) {
+void ExitIfApplicationGone() {
+  if (!AnyApplicationThreadRuns()) exit(0);
+}
+
+bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* name) {
   ErrnoSaver errno_saver;
   // glibc keeps __libc_single_threaded false once any thread was started.
   if (__libc_single_threaded && !g_application_threads.load(std::memory_order_relaxed)) {
@@ -40,6 +100,11 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size) {
   t_starting_shim_thread = true;
   const bool started = pthread_create(&thread, &attr, loop, nullptr) == 0;
   t_starting_shim_thread = false;
+  if (started) {
+    char full_name[16];
+    snprintf(full_name, sizeof(full_name), "%s%s", kNamePrefix, name);
+    pthread_setname_np(thread, full_name);
+  }
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (started && g_only_shim_threads.load(std::memory_order_relaxed)) {

@@ -12,7 +12,15 @@ namespace tcpadvise {
 // own threads; false if it could not start. In a single-threaded
 // application the shim's hot calls then bypass glibc's cancellation
 // bookkeeping (RealLibc::direct), which this thread would switch on.
-bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size);
+// name (at most 5 characters) follows "tcpadvise-" in the thread's name.
+bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* name);
+
+// ExitIfApplicationGone ends the process, as the last application thread's
+// pthread_exit would have, once every application thread has exited: the
+// shim's threads must not keep it alive (they block every signal, so it
+// could not even be stopped with SIGTERM). Cheap while the main thread
+// lives; the shim's threads call it about once a second.
+void ExitIfApplicationGone();
 
 // ApplicationSingleThreaded tells whether the application runs one thread;
 // the shim's own threads do not count.

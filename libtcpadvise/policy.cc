@@ -445,21 +445,35 @@ uint32_t ShortestDelayUs() {
 void* FlusherLoop(void*) {
   const uint64_t shortest = TicksFromUs(ShortestDelayUs());
   const double ns_per_tick = 1e9 / g_runtime.tick_rate.TicksPerSecond();
-  int idle_rounds = 0;
+  // Idle for this long, the thread stops waking on its own.
+  const uint64_t idle_limit = TicksFromUs(100000);
+  uint64_t idle_since = 0;
   for (;;) {
     uint64_t now = ReadTicks();
     uint64_t wake = now + shortest;
     if (AnyHeld()) {
-      idle_rounds = 0;
+      idle_since = 0;
       wake = Earliest(wake, ReleaseExpired(now, shortest / 4 + 1));
-    } else if (++idle_rounds > 1000) {
-      // Nothing held for a while: sleep until a write holds something again.
+    } else if (idle_since == 0) {
+      idle_since = now;
+    } else if (now - idle_since > idle_limit) {
+      // Nothing held for a while: sleep until a write holds something again,
+      // looking once a second whether the application is still there.
       LockShared(&g_flusher_mutex);
       g_flusher_idle.store(true, std::memory_order_relaxed);
-      while (!AnyHeld()) pthread_cond_wait(&g_flusher_wake, &g_flusher_mutex);
+      while (!AnyHeld()) {
+        timespec second;
+        clock_gettime(CLOCK_MONOTONIC, &second);
+        ++second.tv_sec;
+        if (pthread_cond_clockwait(&g_flusher_wake, &g_flusher_mutex, CLOCK_MONOTONIC, &second) == ETIMEDOUT) {
+          UnlockShared(&g_flusher_mutex);
+          ExitIfApplicationGone();
+          LockShared(&g_flusher_mutex);
+        }
+      }
       g_flusher_idle.store(false, std::memory_order_relaxed);
       UnlockShared(&g_flusher_mutex);
-      idle_rounds = 0;
+      idle_since = 0;
       continue;
     }
     now = ReadTicks();
@@ -473,7 +487,7 @@ void* FlusherLoop(void*) {
 
 void StartFlusher() {
   if (g_flusher_started.exchange(true, std::memory_order_acq_rel)) return;
-  if (!StartBackgroundThread(FlusherLoop, 128 * 1024)) {
+  if (!StartBackgroundThread(FlusherLoop, 128 * 1024, "flush")) {
     RawWarning("cannot start the policy deadline thread; held bytes wait for the next read or wait call");
   }
 }

@@ -31,20 +31,25 @@ uint64_t IntervalTicks() {
   return static_cast<uint64_t>(g_runtime.settings.interval_s * g_runtime.tick_rate.TicksPerSecond());
 }
 
+// SnapshotLoop writes a snapshot every interval, looking at least once a
+// second whether the application is still there.
 void* SnapshotLoop(void*) {
-  const double interval = g_runtime.settings.interval_s;
-  timespec delay;
-  delay.tv_sec = static_cast<time_t>(interval);
-  delay.tv_nsec = static_cast<long>((interval - static_cast<double>(delay.tv_sec)) * 1e9);
+  const uint64_t interval_ns = static_cast<uint64_t>(g_runtime.settings.interval_s * 1e9);
   for (;;) {
-    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &delay, nullptr) == EINTR) {
+    for (uint64_t slept_ns = 0; slept_ns < interval_ns;) {
+      const uint64_t slice_ns = interval_ns - slept_ns < 1000000000 ? interval_ns - slept_ns : 1000000000;
+      const timespec slice = {static_cast<time_t>(slice_ns / 1000000000), static_cast<long>(slice_ns % 1000000000)};
+      while (clock_nanosleep(CLOCK_MONOTONIC, 0, &slice, nullptr) == EINTR) {
+      }
+      slept_ns += slice_ns;
+      ExitIfApplicationGone();
     }
     WriteTrace(/*final=*/false);
   }
   return nullptr;
 }
 
-bool StartSnapshotThread() { return StartBackgroundThread(SnapshotLoop, 64 * 1024); }
+bool StartSnapshotThread() { return StartBackgroundThread(SnapshotLoop, 64 * 1024, "snap"); }
 
 void BeforeFork() {
   // The child must not send what the parent holds: it all goes out now.

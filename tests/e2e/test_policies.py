@@ -137,3 +137,17 @@ def test_cancellation_still_interrupts_a_wrapped_read(tmp_path, name, mode):
     env = shim_env(out, TCPADVISE_CONFIG=str(builtin(tmp_path, name)))
     result = run([prog("cancel"), mode], env=env, timeout=20)
     assert result.returncode == 0 and result.stdout == "cancelled\n", (result.stdout, result.stderr)
+
+
+@pytest.mark.parametrize("name", ["cork", "coalesce"])
+def test_main_thread_exit_ends_the_process(tmp_path, name):
+    """A main thread that calls pthread_exit, with no other application
+    thread left, ends the process with status 0, as without the shim: its
+    deadline thread does not keep the process alive, and the trace is written."""
+    out = tmp_path / "traces"
+    out.mkdir()
+    env = shim_env(out, TCPADVISE_CONFIG=str(builtin(tmp_path, name)))
+    result = run([prog("cancel"), "exit"], env=env, timeout=20)
+    assert result.returncode == 0, result.stderr
+    (trace,) = load_traces(out).values()
+    assert sum(s["writes"]["bytes"] for s in trace["sockets"] if s["role"] == "client") == 2

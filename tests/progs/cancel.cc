@@ -6,6 +6,8 @@
 //                  it and joins it
 //   cancel self    the main thread cancels itself, then blocks in read(); the
 //                  cancellation must act there
+//   cancel exit    the main thread calls pthread_exit: the process must end
+//                  with status 0, the shim's thread or not
 // Prints "cancelled" when the cancellation acted; a read that is not a
 // cancellation point blocks forever instead.
 #include <arpa/inet.h>
@@ -53,8 +55,9 @@ int ConnectedPair(int* accepted) {
 
 int main(int argc, char** argv) {
   const bool self = argc == 2 && strcmp(argv[1], "self") == 0;
-  if (argc != 2 || (!self && strcmp(argv[1], "thread") != 0)) {
-    fprintf(stderr, "usage: cancel thread|self\n");
+  const bool exit_main = argc == 2 && strcmp(argv[1], "exit") == 0;
+  if (argc != 2 || (!self && !exit_main && strcmp(argv[1], "thread") != 0)) {
+    fprintf(stderr, "usage: cancel thread|self|exit\n");
     return 2;
   }
   int accepted = -1;
@@ -63,6 +66,7 @@ int main(int argc, char** argv) {
     perror("cancel: setup");
     return 1;
   }
+  if (exit_main) pthread_exit(nullptr);
   if (self) {
     pthread_cleanup_push(ReportCancelled, nullptr);
     pthread_cancel(pthread_self());
