@@ -51,7 +51,7 @@ int main() {
     if (server >= 0) close(server);
     ++rounds;
     clock_gettime(CLOCK_MONOTONIC, &now);
-  } while (now.tv_sec - start.tv_sec < 1);
+  } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 1000000000L);
   const itimerval off = {};
   setitimer(ITIMER_REAL, &off, nullptr);
   printf("done %ld rounds, %d signals\n", rounds, static_cast<int>(g_handled));
