@@ -43,7 +43,7 @@ bool ReadProcFile(const char* path, char* buf, size_t size) {
   return true;
 }
 
-// ThreadRuns tells whether the task whose stat line is in buf is an
+// ThreadRuns tells whether the task whose /proc stat line is stat is an
 // application thread that has not exited.
 bool ThreadRuns(const char* stat) {
   const char* open_paren = strchr(stat, '(');
