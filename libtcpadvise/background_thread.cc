@@ -20,9 +20,7 @@ namespace tcpadvise {
 
 namespace {
 
-// g_only_shim_threads: the process was single-threaded when the shim started
-// its first thread, and the application has started or cancelled none since.
-std::atomic<bool> g_only_shim_threads{false};
+// g_application_threads: the application has started or cancelled a thread.
 std::atomic<bool> g_application_threads{false};
 // Set while this thread starts a shim thread: the pthread_create wrapper is
 // in the way (after any sanitizer's, which must see every thread).
@@ -86,9 +84,7 @@ void ExitIfApplicationGone() {
 bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* name) {
   ErrnoSaver errno_saver;
   // glibc keeps __libc_single_threaded false once any thread was started.
-  if (__libc_single_threaded && !g_application_threads.load(std::memory_order_relaxed)) {
-    g_only_shim_threads.store(true, std::memory_order_relaxed);
-  }
+  const bool only_shim_threads = __libc_single_threaded && !g_application_threads.load(std::memory_order_relaxed);
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -107,20 +103,19 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
   }
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (started && g_only_shim_threads.load(std::memory_order_relaxed)) {
+  if (started && only_shim_threads) {
     g_real.direct.store(true, std::memory_order_relaxed);
   }
   return started;
 }
 
 bool ApplicationSingleThreaded() {
-  return __libc_single_threaded || g_only_shim_threads.load(std::memory_order_relaxed);
+  return __libc_single_threaded || g_real.direct.load(std::memory_order_relaxed);
 }
 
 void NoteApplicationThread() {
   if (t_starting_shim_thread) return;
   g_application_threads.store(true, std::memory_order_relaxed);
-  g_only_shim_threads.store(false, std::memory_order_relaxed);
   g_real.direct.store(false, std::memory_order_relaxed);
 }
 

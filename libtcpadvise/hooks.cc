@@ -179,7 +179,7 @@ int DupOnto(int old_fd, int new_fd, Call call) {
   const bool replaces_tracked = replaced != nullptr;
   if (replaces_tracked) {
     ErrnoSaver errno_saver;
-    if (replaced->stats.policy != nullptr) ReleaseSocket(replaced, new_fd, FlushCause::kDup2, replaced->refs == 1);
+    ReleaseSocket(replaced, new_fd, FlushCause::kDup2);
     g_table.CaptureKernelState(new_fd);
   }
   const int result = call();
@@ -395,7 +395,7 @@ int Close(int fd) {
   if (s == nullptr) return Real(g_real.close)(fd);
   {
     ErrnoSaver errno_saver;
-    if (s->stats.policy != nullptr) ReleaseSocket(s, fd, FlushCause::kClose, s->refs == 1);
+    ReleaseSocket(s, fd, FlushCause::kClose);
     g_table.Release(fd);
   }
   const int result = g_real.close(fd);
@@ -410,7 +410,7 @@ int CloseRange(unsigned int first, unsigned int last, int flags) {
     const unsigned end = last < g_table.MaxTrackedFd() ? last : g_table.MaxTrackedFd();
     for (unsigned fd = first; fd <= end; ++fd) {
       SocketState* s = g_table.Lookup(static_cast<int>(fd));
-      if (s != nullptr && s->stats.policy != nullptr) ReleaseSocket(s, static_cast<int>(fd), FlushCause::kClose, s->refs == 1);
+      if (s != nullptr) ReleaseSocket(s, static_cast<int>(fd), FlushCause::kClose);
     }
     g_table.ReleaseRange(first, last);
   }
@@ -420,7 +420,7 @@ int CloseRange(unsigned int first, unsigned int last, int flags) {
 int Shutdown(int fd, int how) {
   SocketState* s = g_table.Lookup(fd);
   if (s == nullptr || s->stats.policy == nullptr) return Real(g_real.shutdown)(fd, how);
-  ReleaseSocket(s, fd, FlushCause::kShutdown, false);
+  ReleaseSocket(s, fd, FlushCause::kShutdown);
   const int result = g_real.shutdown(fd, how);
   if (result == 0) OnShutdown(s, how);
   return result;

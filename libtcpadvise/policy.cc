@@ -637,22 +637,24 @@ void ReleaseAll(FlushCause cause, bool blocking) {
   }
 }
 
-void ReleaseSocket(SocketState* s, int fd, FlushCause cause, bool last_fd) {
+void ReleaseSocket(SocketState* s, int fd, FlushCause cause) {
   PolicyState* p = s->stats.policy;
   if (p == nullptr || !Enter(p)) return;
   ErrnoSaver errno_saver;
   p->fd.store(fd, std::memory_order_relaxed);
   ReleaseLocked(p, cause, true, true);
-  if (last_fd) {
-    // What the peer would not take in time is dropped, counted, and never
-    // sent later into whatever reuses the fd number.
-    const uint32_t left = p->held.load(std::memory_order_relaxed);
-    if (left != 0) CountersOf(p).deferred_errors[ETIMEDOUT].Add(1);
-    p->held.store(0, std::memory_order_relaxed);
-    p->corked.store(false, std::memory_order_relaxed);
-    p->fd.store(-1, std::memory_order_relaxed);
-    RemoveFromHeldSet(p);
-  }
+  Leave(p);
+}
+
+void PolicySocketGone(SocketState* s) {
+  PolicyState* p = s->stats.policy;
+  if (p == nullptr || !Enter(p)) return;
+  ErrnoSaver errno_saver;
+  if (p->held.load(std::memory_order_relaxed) != 0) CountersOf(p).deferred_errors[ETIMEDOUT].Add(1);
+  p->held.store(0, std::memory_order_relaxed);
+  p->corked.store(false, std::memory_order_relaxed);
+  p->fd.store(-1, std::memory_order_relaxed);
+  RemoveFromHeldSet(p);
   Leave(p);
 }
 

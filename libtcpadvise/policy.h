@@ -98,9 +98,14 @@ void ReleaseAll(FlushCause cause, bool blocking);
 
 // ReleaseSocket flushes or uncorks one socket, before it is closed, shut down
 // or replaced: bytes are sent even if that means waiting (up to about 5 s on
-// a peer that reads nothing). For the socket's last fd, what could not be
-// sent is then dropped (counted as a deferred ETIMEDOUT).
-void ReleaseSocket(SocketState* s, int fd, FlushCause cause, bool last_fd);
+// a peer that reads nothing).
+void ReleaseSocket(SocketState* s, int fd, FlushCause cause);
+
+// PolicySocketGone drops what a policy still holds once the table lets go of
+// the socket's last fd: what the peer would not take in time (counted as a
+// deferred ETIMEDOUT) is never sent into whatever reuses the fd number. The
+// table mutex is held.
+void PolicySocketGone(SocketState* s);
 
 // OnShutdown notes a successful shutdown(how) of the socket.
 void OnShutdown(SocketState* s, int how);

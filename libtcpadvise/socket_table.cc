@@ -115,14 +115,15 @@ void SocketTable::ReleaseRange(unsigned first, unsigned last) {
   }
 }
 
-// Retire drops one reference; the last one reads the kernel's final figures
-// through fd (when still open) and folds the socket into its group. The
-// mutex is held.
+// Retire drops one reference; the last one ends the socket's policy, reads
+// the kernel's final figures through fd (when still open) and folds the
+// socket into its group. The mutex is held.
 void SocketTable::Retire(int fd, SocketState* s) {
   if (--s->refs > 0) {
     if (fd >= 0) PolicyFdClosed(s, fd, OtherFdOf(s));
     return;
   }
+  PolicySocketGone(s);
   if (fd >= 0) {
     ReadTcpInfo(fd, &s->tcp_info);
     ReadKernelOptions(fd, &s->kernel_options);

@@ -29,7 +29,7 @@ from .calibration import CALIBRATION_SCHEMA
 from .errors import BenchError, LoadgenNotFoundError, ShimNotFoundError
 from .policy import builtin_config
 from .record import shim_environment
-from .shim import SHIM_ENV, find_shim, shim_locations
+from .shim import SHIM_ENV, find_built_file, find_shim, shim_locations
 
 LOADGEN_ENV = "TCPADVISE_LOADGEN"
 LOADGEN_NAME = "tcpadvise-loadgen"
@@ -76,21 +76,9 @@ class Progress:
 def find_loadgen(environ: Mapping[str, str] = os.environ) -> Path:
     """$TCPADVISE_LOADGEN if set, else the load generator beside the shim: <build>/bench/
     for a shim in <build>/preload/, the same directory for an installed one."""
-    configured = environ.get(LOADGEN_ENV)
-    if configured:
-        if not Path(configured).is_file():
-            raise LoadgenNotFoundError(f"${LOADGEN_ENV} names {configured}, which is not a file")
-        return Path(configured).resolve()
     shims = ([Path(environ[SHIM_ENV])] if environ.get(SHIM_ENV) else []) + shim_locations()
-    locations = [_beside_shim(shim) for shim in shims]
-    for location in locations:
-        if location.is_file():
-            return location
-    searched = ", ".join(str(location) for location in locations)
-    raise LoadgenNotFoundError(
-        f"{LOADGEN_NAME} not found (searched {searched}); build it with "
-        f"'cmake --build build --target {LOADGEN_NAME}' or point ${LOADGEN_ENV} at it"
-    )
+    return find_built_file(LOADGEN_NAME, LOADGEN_ENV, environ, [_beside_shim(shim) for shim in shims],
+                           LoadgenNotFoundError, f"cmake --build build --target {LOADGEN_NAME}")
 
 
 def _beside_shim(shim: Path) -> Path:

@@ -47,6 +47,11 @@ _COMPARE = {
 _EQUALITY_OPS = ("==", "!=", "in")
 
 
+def holds(op: str, value, threshold) -> bool:
+    """Whether `value op threshold` holds, for a condition's operator."""
+    return _COMPARE[op](value, threshold)
+
+
 @dataclass(frozen=True)
 class Rule:
     """One validated rule; `source_text` is its part of the file it came from, comments included."""
@@ -320,7 +325,7 @@ def evaluate(condition: dict, values: MetricValues) -> list[dict] | None:
         held = [found for part in condition["any"] if (found := evaluate(part, values)) is not None]
         return [item for found in held for item in found] if held else None
     value = values[condition["metric"]]
-    if value is None or not _COMPARE[condition["op"]](value, condition["value"]):
+    if value is None or not holds(condition["op"], value, condition["value"]):
         return None
     return [evidence_item(condition["metric"], value, condition["op"], condition["value"])]
 

@@ -28,18 +28,21 @@ def shim_locations() -> list[Path]:
 
 def find_shim(environ: Mapping[str, str] = os.environ, locations: list[Path] | None = None) -> Path:
     """The shim to preload: $TCPADVISE_SHIM if set, else the first of `locations` that exists."""
-    configured = environ.get(SHIM_ENV)
+    return find_built_file(SHIM_NAME, SHIM_ENV, environ, shim_locations() if locations is None else locations,
+                           ShimNotFoundError, "cmake --build build")
+
+
+def find_built_file(name: str, env_var: str, environ: Mapping[str, str], locations: list[Path], error: type,
+                    build_command: str) -> Path:
+    """$env_var if set (it must name a file), else the first of `locations` that exists;
+    else `error`, naming every place searched and how to build the file."""
+    configured = environ.get(env_var)
     if configured:
-        shim = Path(configured)
-        if not shim.is_file():
-            raise ShimNotFoundError(f"${SHIM_ENV} names {configured}, which is not a file")
-        return shim.resolve()
-    locations = shim_locations() if locations is None else locations
+        if not Path(configured).is_file():
+            raise error(f"${env_var} names {configured}, which is not a file")
+        return Path(configured).resolve()
     for location in locations:
         if location.is_file():
             return location
     searched = ", ".join(str(location) for location in locations)
-    raise ShimNotFoundError(
-        f"{SHIM_NAME} not found (searched {searched}); build it with 'cmake --build build' "
-        f"or point ${SHIM_ENV} at it"
-    )
+    raise error(f"{name} not found (searched {searched}); build it with '{build_command}' or point ${env_var} at it")

@@ -2,25 +2,12 @@
 this run, gets its rule on the scope that shows the pattern, and nothing
 else above info; healthy scenarios get nothing above info."""
 
-import operator
-
 import pytest
 
-from tcpadvise.rulebook import load_rulebook
+from tcpadvise.rulebook import holds, load_rulebook
 
 from .conftest import advised, summary
 from .corpus import CORPUS
-
-_HOLDS = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "between": lambda value, bounds: bounds[0] <= value <= bounds[1],
-    "in": lambda value, choices: value in choices,
-}
 
 
 @pytest.mark.parametrize("case", CORPUS, ids=lambda case: case.label)
@@ -40,7 +27,7 @@ def test_scenario_gets_its_rule_and_nothing_else_above_info(case, recorded):
     for finding in expected:
         for item in finding["evidence"]:
             if item["op"] is not None:
-                assert _HOLDS[item["op"]](item["value"], item["threshold"]), item
+                assert holds(item["op"], item["value"], item["threshold"]), item
 
 
 def test_every_rule_is_proven_by_a_scenario():
