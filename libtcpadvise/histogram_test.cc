@@ -29,6 +29,13 @@ TEST(HistogramTest, BucketsAreContiguousAndIncreasing) {
   }
 }
 
+TEST(HistogramTest, EachBucketsBoundsMapBackToIt) {
+  for (int b = 0; b < TicksHistogram::kBuckets; ++b) {
+    EXPECT_EQ(HistogramBucketOf(HistogramBucketLow(b), 44), b);
+    EXPECT_EQ(HistogramBucketOf(HistogramBucketHigh(b) - 1, 44), b);
+  }
+}
+
 TEST(HistogramTest, LargeValuesClampIntoLastBucket) {
   CountHistogram h;
   h.Record(uint64_t{1} << 50);

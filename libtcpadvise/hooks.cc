@@ -23,7 +23,8 @@ namespace {
 // it: one clock read before the call, a second one on sampled calls only;
 // none when clock is false (a write a policy holds, see Written).
 template <typename Call>
-inline ssize_t TrackedWrite(SocketState* s, WriteApi api, uint64_t iovcnt, Call call, bool clock = true) {
+[[gnu::always_inline]] inline ssize_t TrackedWrite(SocketState* s, WriteApi api, uint64_t iovcnt, Call call,
+                                                   bool clock = true) {
   const bool timed = clock && s->SampleSyscallTime();
   const uint64_t start = clock ? ReadTicks() : 0;
   const ssize_t result = call();
@@ -39,18 +40,27 @@ ssize_t Thunk(void* call) {
   return (*static_cast<Call*>(call))();
 }
 
-// Written runs a write-family call on a tracked socket: through the policy
-// when one takes the socket's writes, else straight to libc; recorded either
-// way as the application saw it. Under cork or coalesce only a burst's first
-// write reads the clock: the bytes leave together at the release, where the
-// turn starts (StartTurnAt), so the others' times would say nothing.
+// WrittenUnderPolicy is Written's path for a socket whose policy takes its
+// writes. Under cork or coalesce only a burst's first write reads the clock:
+// the bytes leave together at the release, where the turn starts
+// (StartTurnAt), so the others' times would say nothing. Out of line so that
+// the observe path keeps the call's arguments in registers.
 template <typename Call>
-inline ssize_t Written(SocketState* s, int fd, WriteApi api, uint64_t iovcnt, const iovec* data, int data_count,
-                       int flags, bool special, Call call) {
-  if (__builtin_expect(s->stats.policy == nullptr, 1)) return TrackedWrite(s, api, iovcnt, call);
+[[gnu::noinline]] ssize_t WrittenUnderPolicy(SocketState* s, int fd, WriteApi api, uint64_t iovcnt, const iovec* data,
+                                             int data_count, int flags, bool special, Call call) {
   return TrackedWrite(
       s, api, iovcnt, [&] { return PolicyWrite(s, fd, data, data_count, flags, special, Thunk<Call>, &call); },
       s->stats.burst_open_writes.Get() == 0);
+}
+
+// Written runs a write-family call on a tracked socket: through the policy
+// when one takes the socket's writes, else straight to libc; recorded either
+// way as the application saw it.
+template <typename Call>
+[[gnu::always_inline]] inline ssize_t Written(SocketState* s, int fd, WriteApi api, uint64_t iovcnt,
+                                              const iovec* data, int data_count, int flags, bool special, Call call) {
+  if (__builtin_expect(s->stats.policy == nullptr, 1)) return TrackedWrite(s, api, iovcnt, call);
+  return WrittenUnderPolicy(s, fd, api, iovcnt, data, data_count, flags, special, call);
 }
 
 // kOrdinaryFlags are the send flags a policy can hold bytes under; any other
@@ -58,17 +68,31 @@ inline ssize_t Written(SocketState* s, int fd, WriteApi api, uint64_t iovcnt, co
 // sent, so the call passes through after what is held.
 constexpr int kOrdinaryFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
 
-// TrackedRead runs one read-family call on a tracked socket and records it.
-template <typename Call>
-inline ssize_t TrackedRead(SocketState* s, int fd, ReadApi api, int flags, Call call) {
-  // Without a config nothing is ever held: one load on the observe path.
-  const bool policies = __builtin_expect(g_policy_config != nullptr, 0);
-  if (policies && AnyHeld()) ReleaseAll(FlushCause::kRead, true);
-  const ssize_t result = call();
-  if (policies) AfterReadPolicy(s, fd);
+// RecordRead records a read-family call's outcome. A program that only
+// reads still gets its snapshots: every 256th read looks at the clock.
+[[gnu::always_inline]] inline void RecordRead(SocketState* s, ReadApi api, int flags, ssize_t result) {
   s->OnRead(api, result, result < 0 ? errno : 0, (flags & MSG_PEEK) != 0);
-  // A program that only reads still gets its snapshots: every 256th read looks at the clock.
   if (__builtin_expect((s->stats.read_calls.Get() & 255) == 0, 0)) MaybeSnapshot(ReadTicks());
+}
+
+// ReadUnderPolicy is TrackedRead's path once a policy config is loaded: held
+// bytes leave before the read waits for their answer.
+template <typename Call>
+[[gnu::noinline]] ssize_t ReadUnderPolicy(SocketState* s, int fd, ReadApi api, int flags, Call call) {
+  if (AnyHeld()) ReleaseAll(FlushCause::kRead, true);
+  const ssize_t result = call();
+  AfterReadPolicy(s, fd);
+  RecordRead(s, api, flags, result);
+  return result;
+}
+
+// TrackedRead runs one read-family call on a tracked socket and records it.
+// Without a config nothing is ever held: one load on the observe path.
+template <typename Call>
+[[gnu::always_inline]] inline ssize_t TrackedRead(SocketState* s, int fd, ReadApi api, int flags, Call call) {
+  if (__builtin_expect(g_policy_config != nullptr, 0)) return ReadUnderPolicy(s, fd, api, flags, call);
+  const ssize_t result = call();
+  RecordRead(s, api, flags, result);
   return result;
 }
 
@@ -208,14 +232,14 @@ ssize_t Write(int fd, const void* buf, size_t n) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return LibcWrite(fd, buf, n);
   const iovec data = {const_cast<void*>(buf), n};
-  return Written(s, fd, WriteApi::kWrite, kScalarWrite, &data, 1, 0, false, [&] { return LibcWrite(fd, buf, n); });
+  return Written(s, fd, WriteApi::kWrite, kScalarWrite, &data, 1, 0, false, [=] { return LibcWrite(fd, buf, n); });
 }
 
 ssize_t Writev(int fd, const struct iovec* iov, int iovcnt) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return LibcWritev(fd, iov, iovcnt);
   return Written(s, fd, WriteApi::kWritev, static_cast<uint64_t>(iovcnt < 0 ? 0 : iovcnt), iov, iovcnt, 0, false,
-                 [&] { return LibcWritev(fd, iov, iovcnt); });
+                 [=] { return LibcWritev(fd, iov, iovcnt); });
 }
 
 ssize_t Send(int fd, const void* buf, size_t n, int flags) {
@@ -223,7 +247,7 @@ ssize_t Send(int fd, const void* buf, size_t n, int flags) {
   if (__builtin_expect(s == nullptr, 1)) return LibcSend(fd, buf, n, flags);
   const iovec data = {const_cast<void*>(buf), n};
   return Written(s, fd, WriteApi::kSend, kScalarWrite, &data, 1, flags, (flags & ~kOrdinaryFlags) != 0,
-                 [&] { return LibcSend(fd, buf, n, flags); });
+                 [=] { return LibcSend(fd, buf, n, flags); });
 }
 
 ssize_t Sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t addrlen) {
@@ -232,7 +256,7 @@ ssize_t Sendto(int fd, const void* buf, size_t n, int flags, const struct sockad
   const iovec data = {const_cast<void*>(buf), n};
   return Written(s, fd, WriteApi::kSendto, kScalarWrite, &data, 1, flags,
                  (flags & ~kOrdinaryFlags) != 0 || addr != nullptr,
-                 [&] { return LibcSendto(fd, buf, n, flags, addr, addrlen); });
+                 [=] { return LibcSendto(fd, buf, n, flags, addr, addrlen); });
 }
 
 ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags) {
@@ -243,7 +267,7 @@ ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags) {
                        (flags & ~kOrdinaryFlags) != 0;
   return Written(s, fd, WriteApi::kSendmsg, iovcnt, msg ? msg->msg_iov : nullptr,
                  msg ? static_cast<int>(msg->msg_iovlen) : 0, flags, special,
-                 [&] { return LibcSendmsg(fd, msg, flags); });
+                 [=] { return LibcSendmsg(fd, msg, flags); });
 }
 
 int Sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
@@ -262,44 +286,44 @@ ssize_t Sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
   SocketState* s = g_table.Lookup(out_fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendfile)(out_fd, in_fd, offset, count);
   return Written(s, out_fd, WriteApi::kSendfile, kScalarWrite, nullptr, 0, 0, true,
-                 [&] { return g_real.sendfile(out_fd, in_fd, offset, count); });
+                 [=] { return g_real.sendfile(out_fd, in_fd, offset, count); });
 }
 
 ssize_t Sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) {
   SocketState* s = g_table.Lookup(out_fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.sendfile64)(out_fd, in_fd, offset, count);
   return Written(s, out_fd, WriteApi::kSendfile, kScalarWrite, nullptr, 0, 0, true,
-                 [&] { return g_real.sendfile64(out_fd, in_fd, offset, count); });
+                 [=] { return g_real.sendfile64(out_fd, in_fd, offset, count); });
 }
 
 ssize_t Read(int fd, void* buf, size_t n) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return LibcRead(fd, buf, n);
-  return TrackedRead(s, fd, ReadApi::kRead, 0, [&] { return LibcRead(fd, buf, n); });
+  return TrackedRead(s, fd, ReadApi::kRead, 0, [=] { return LibcRead(fd, buf, n); });
 }
 
 ssize_t Readv(int fd, const struct iovec* iov, int iovcnt) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return LibcReadv(fd, iov, iovcnt);
-  return TrackedRead(s, fd, ReadApi::kReadv, 0, [&] { return LibcReadv(fd, iov, iovcnt); });
+  return TrackedRead(s, fd, ReadApi::kReadv, 0, [=] { return LibcReadv(fd, iov, iovcnt); });
 }
 
 ssize_t Recv(int fd, void* buf, size_t n, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return LibcRecv(fd, buf, n, flags);
-  return TrackedRead(s, fd, ReadApi::kRecv, flags, [&] { return LibcRecv(fd, buf, n, flags); });
+  return TrackedRead(s, fd, ReadApi::kRecv, flags, [=] { return LibcRecv(fd, buf, n, flags); });
 }
 
 ssize_t Recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* addrlen) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return LibcRecvfrom(fd, buf, n, flags, addr, addrlen);
-  return TrackedRead(s, fd, ReadApi::kRecvfrom, flags, [&] { return LibcRecvfrom(fd, buf, n, flags, addr, addrlen); });
+  return TrackedRead(s, fd, ReadApi::kRecvfrom, flags, [=] { return LibcRecvfrom(fd, buf, n, flags, addr, addrlen); });
 }
 
 ssize_t Recvmsg(int fd, struct msghdr* msg, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return LibcRecvmsg(fd, msg, flags);
-  return TrackedRead(s, fd, ReadApi::kRecvmsg, flags, [&] { return LibcRecvmsg(fd, msg, flags); });
+  return TrackedRead(s, fd, ReadApi::kRecvmsg, flags, [=] { return LibcRecvmsg(fd, msg, flags); });
 }
 
 int Recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct timespec* timeout) {
@@ -316,20 +340,20 @@ int Recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct 
 ssize_t ReadChk(int fd, void* buf, size_t n, size_t buflen) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.read_chk)(fd, buf, n, buflen);
-  return TrackedRead(s, fd, ReadApi::kRead, 0, [&] { return g_real.read_chk(fd, buf, n, buflen); });
+  return TrackedRead(s, fd, ReadApi::kRead, 0, [=] { return g_real.read_chk(fd, buf, n, buflen); });
 }
 
 ssize_t RecvChk(int fd, void* buf, size_t n, size_t buflen, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recv_chk)(fd, buf, n, buflen, flags);
-  return TrackedRead(s, fd, ReadApi::kRecv, flags, [&] { return g_real.recv_chk(fd, buf, n, buflen, flags); });
+  return TrackedRead(s, fd, ReadApi::kRecv, flags, [=] { return g_real.recv_chk(fd, buf, n, buflen, flags); });
 }
 
 ssize_t RecvfromChk(int fd, void* buf, size_t n, size_t buflen, int flags, struct sockaddr* addr, socklen_t* addrlen) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return Real(g_real.recvfrom_chk)(fd, buf, n, buflen, flags, addr, addrlen);
   return TrackedRead(s, fd, ReadApi::kRecvfrom, flags,
-                     [&] { return g_real.recvfrom_chk(fd, buf, n, buflen, flags, addr, addrlen); });
+                     [=] { return g_real.recvfrom_chk(fd, buf, n, buflen, flags, addr, addrlen); });
 }
 
 int Socket(int domain, int type, int protocol) {

@@ -20,7 +20,7 @@
 namespace tcpadvise {
 
 // RealLibc holds one pointer per wrapped libc function.
-struct RealLibc {
+struct alignas(64) RealLibc {
   // direct is set while the process runs one application thread and the
   // shim's own (background_thread.h): the Libc* calls below then make the
   // system call themselves, as glibc does in a single-threaded process. A
@@ -28,19 +28,20 @@ struct RealLibc {
   // around every call for good, some 20 ns each, though nothing can cancel a
   // thread that has no sibling (pthread_cancel switches this off first).
   std::atomic<bool> direct;
+  // The commonest calls share direct's cache line.
   ssize_t (*write)(int, const void*, size_t);
+  ssize_t (*read)(int, void*, size_t);
   ssize_t (*writev)(int, const struct iovec*, int);
+  ssize_t (*readv)(int, const struct iovec*, int);
   ssize_t (*send)(int, const void*, size_t, int);
+  ssize_t (*recv)(int, void*, size_t, int);
   ssize_t (*sendto)(int, const void*, size_t, int, const struct sockaddr*, socklen_t);
+  ssize_t (*recvfrom)(int, void*, size_t, int, struct sockaddr*, socklen_t*);
   ssize_t (*sendmsg)(int, const struct msghdr*, int);
+  ssize_t (*recvmsg)(int, struct msghdr*, int);
   int (*sendmmsg)(int, struct mmsghdr*, unsigned int, int);
   ssize_t (*sendfile)(int, int, off_t*, size_t);
   ssize_t (*sendfile64)(int, int, off64_t*, size_t);
-  ssize_t (*read)(int, void*, size_t);
-  ssize_t (*readv)(int, const struct iovec*, int);
-  ssize_t (*recv)(int, void*, size_t, int);
-  ssize_t (*recvfrom)(int, void*, size_t, int, struct sockaddr*, socklen_t*);
-  ssize_t (*recvmsg)(int, struct msghdr*, int);
   int (*recvmmsg)(int, struct mmsghdr*, unsigned int, int, struct timespec*);
   ssize_t (*read_chk)(int, void*, size_t, size_t);
   ssize_t (*recv_chk)(int, void*, size_t, size_t, int);

@@ -154,11 +154,16 @@ uint64_t SocketIdentity::GroupHash() const {
   return h;
 }
 
-void SocketState::CloseBurst() {
-  stats.burst_writes.Record(stats.burst_open_writes.Get());
-  stats.burst_bytes.Record(stats.burst_open_bytes.Get());
-  stats.burst_open_writes.Set(0);
-  stats.burst_open_bytes.Set(0);
+void SocketState::CountError(int errno_value) {
+  stats.errors[errno_value > 0 && errno_value < kErrnoSlots ? errno_value : 0].Increment();
+}
+
+void SocketState::OnReadNothing(int64_t result, int errno_value) {
+  if (result == 0) {
+    stats.read_eof.Increment();
+  } else {
+    CountError(errno_value);
+  }
 }
 
 void SocketState::ResetForReuse() {
