@@ -3,7 +3,9 @@
 with and without the shim, side by side.
 
 Arms alternate run by run (plain, shim, plain, shim, ...) so that drift of
-the machine hits both alike. Each run is `burst client` doing ROUNDS
+the machine hits both alike; the overhead is the median over the pairs (each
+shim run against the plain run just before it) with a bootstrap 95%
+confidence interval. Each run is `burst client` doing ROUNDS
 request/response rounds (one 64-byte write, a 64-byte reply, TCP_NODELAY)
 against `burst server`, both pinned to CPU 0; a run's figure is its median round trip. In the shim arm both processes run under the shim.
 Prints a table and writes bench/results/observe-overhead.{json,md}.
@@ -18,6 +20,9 @@ import platform
 import statistics
 import subprocess
 import tempfile
+
+import numpy as np
+from scipy import stats
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -51,10 +56,18 @@ def run_once(burst, env, rounds):
     return result["round_us_median"]
 
 
+def paired_overhead(plain, shim):
+    """Median of the per-pair overheads (%) and its bootstrap 95% confidence
+    interval: pairing cancels the machine's drift, which moves both arms."""
+    pct = 100 * (np.array(shim) / np.array(plain) - 1)
+    ci = stats.bootstrap((pct,), np.median, confidence_level=0.95, random_state=0).confidence_interval
+    return float(np.median(pct)), [float(ci.low), float(ci.high)]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=str(REPO / "build"))
-    parser.add_argument("--runs", type=int, default=10, help="runs per arm")
+    parser.add_argument("--runs", type=int, default=40, help="runs per arm")
     parser.add_argument("--rounds", type=int, default=20000, help="round trips per run")
     args = parser.parse_args()
     build = pathlib.Path(args.build)
@@ -74,7 +87,10 @@ def main():
                          "round_us_min_of_runs": min(runs),
                          "per_run_round_us": [round(r, 3) for r in runs]}
     plain, shim_arm = summary["plain"], summary["shim"]
+    paired_pct, paired_ci = paired_overhead(plain["per_run_round_us"], shim_arm["per_run_round_us"])
     overhead = {
+        "paired_median_pct": paired_pct,
+        "paired_ci95_pct": paired_ci,
         "median_pct": 100 * (shim_arm["round_us_median_of_runs"] / plain["round_us_median_of_runs"] - 1),
         "min_pct": 100 * (shim_arm["round_us_min_of_runs"] / plain["round_us_min_of_runs"] - 1),
     }
@@ -87,7 +103,8 @@ def main():
     for name, s in summary.items():
         lines.append(f"| {name} | {s['runs']} | {s['round_us_median_of_runs']:.2f} | {s['round_us_min_of_runs']:.2f} |")
     lines.append("")
-    lines.append(f"Shim overhead on the round trip: {overhead['median_pct']:+.2f}% (medians), "
+    lines.append(f"Shim overhead on the round trip: {paired_pct:+.2f}% (median of {args.runs} run pairs; 95% CI "
+                 f"{paired_ci[0]:+.2f} to {paired_ci[1]:+.2f}%), {overhead['median_pct']:+.2f}% (medians of the arms), "
                  f"{overhead['min_pct']:+.2f}% (best runs). Kernel {platform.release()}, {os.cpu_count()} CPUs, "
                  f"{args.rounds} rounds per run.")
     table = "\n".join(lines)
