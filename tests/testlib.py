@@ -42,8 +42,8 @@ def assert_no_sanitizer_report(stderr):
     assert not any(report in stderr for report in ("AddressSanitizer", "ThreadSanitizer", "runtime error:")), stderr
 
 
-def run(cmd, env=None, timeout=120):
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+def run(cmd, env=None, timeout=120, cwd=None):
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
     assert_no_sanitizer_report(result.stderr)
     return result
 

@@ -3,9 +3,12 @@ exactly what the program did, other descriptors stay untracked, and every
 call returns what libc returns."""
 import json
 import os
+import pathlib
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 
 import pytest
@@ -190,6 +193,66 @@ def test_program_without_tcp_writes_no_trace(tmp_path):
     result = run(["sh", "-c", "echo hi | cat > /dev/null"], env=shim_env(tmp_path))
     assert result.returncode == 0 and result.stderr == ""
     assert list(tmp_path.iterdir()) == []
+
+
+def can_preload_into_setuid_programs():
+    """/etc/ld.so.preload is the one way the loader preloads into a setuid
+    program; the test puts it in an overlay of /etc seen only by its own
+    mount namespace, which takes root."""
+    return os.geteuid() == 0 and shutil.which("unshare") and shutil.which("setpriv") and \
+        "overlay" in pathlib.Path("/proc/filesystems").read_text()
+
+
+@pytest.mark.skipif(not can_preload_into_setuid_programs(), reason="needs root, unshare, setpriv and overlayfs")
+def test_setuid_program_leaves_the_shim_inert(server_factory):
+    """Run by an unprivileged user, a setuid-root copy of the client (AT_SECURE)
+    maps the shim, runs its rounds and leaves no trace, although TCPADVISE_OUT
+    is set; the same copy without the setuid bit, run the same way, is traced."""
+    server = server_factory("--writes", "1", "--size", "8", "--reply", "8")
+    # A world-readable folder: the unprivileged user must reach every file.
+    with tempfile.TemporaryDirectory() as folder:
+        root = pathlib.Path(folder)
+        root.chmod(0o755)
+        shim = root / "libtcpadvise.so"
+        shutil.copy(shim_path(), shim)
+        preload = [os.environ["TCPADVISE_PRELOAD_FIRST"]] if os.environ.get("TCPADVISE_PRELOAD_FIRST") else []
+        (root / "upper").mkdir()
+        (root / "work").mkdir()
+        (root / "upper" / "ld.so.preload").write_text(" ".join([*preload, str(shim)]) + "\n")
+        as_nobody = ("mount -t overlay overlay -o lowerdir=/etc,upperdir=$0/upper,workdir=$0/work /etc && "
+                     "exec setpriv --reuid=65534 --regid=65534 --clear-groups \"$@\"")
+
+        def run_as_nobody(name, mode, *cmd):
+            copy = root / name
+            shutil.copy(cmd[0], copy)
+            copy.chmod(mode)
+            out = root / f"out-{name}"
+            out.mkdir(mode=0o777)
+            out.chmod(0o777)
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("LD_PRELOAD", "TCPADVISE_"))}
+            # The folder is also the working directory, where a shim that
+            # ignored AT_SECURE would write (secure_getenv hides TCPADVISE_OUT).
+            result = run(["unshare", "--mount", "sh", "-c", as_nobody, str(root), "env", f"TCPADVISE_OUT={out}",
+                          str(copy), *cmd[1:]], env=env, cwd=out)
+            return result, sorted(p.name for p in out.iterdir())
+
+        maps, _ = run_as_nobody("cat-setuid", 0o4755, shutil.which("cat"), "/proc/self/status", "/proc/self/maps")
+        assert maps.returncode == 0, maps.stderr
+        assert re.search(r"^Uid:\s+65534\s+0\s", maps.stdout, re.M), maps.stdout  # real nobody, effective root
+        assert str(shim) in maps.stdout
+
+        client = [prog("burst"), "client", "--port", str(server.port), "--rounds", "3", "--writes", "1", "--size", "8",
+                  "--reply", "8", "--nodelay"]
+        secure, secure_traces = run_as_nobody("burst-setuid", 0o4755, *client)
+        assert client_json(secure)[0]["rounds"] == 3
+        assert secure_traces == []
+        assert "tcpadvise" not in secure.stderr
+
+        plain, plain_traces = run_as_nobody("burst-plain", 0o755, *client)
+        assert client_json(plain)[0]["rounds"] == 3
+        assert len(plain_traces) == 1
+        (sock,) = sockets(load_traces(root / "out-burst-plain")[client_json(plain)[0]["pid"]], "client")
+        assert sock["writes"]["calls"] == 3
 
 
 def test_shim_exports_only_the_wrapped_libc_names():
