@@ -21,7 +21,7 @@ namespace {
 
 // TrackedWrite runs one write-family call on a tracked socket and records
 // it: one clock read before the call, a second one on sampled calls only;
-// none when clock is false (a write a policy holds, see Written).
+// none when clock is false (a write a policy holds, see WrittenUnderPolicy).
 template <typename Call>
 [[gnu::always_inline]] inline ssize_t TrackedWrite(SocketState* s, WriteApi api, uint64_t iovcnt, Call call,
                                                    bool clock = true) {
