@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
+
 namespace tcpadvise {
 
 static bool PortMatches(const PortRange& range, uint16_t port) {
@@ -39,13 +41,6 @@ static bool PeerMatches(const PolicyMatch& m, const sockaddr* peer) {
     }
   }
   return addr != nullptr && family == m.peer_family && PrefixMatches(addr, m.peer_addr, m.peer_prefix_bits);
-}
-
-static uint16_t PortOf(const sockaddr* a) {
-  if (a == nullptr) return 0;
-  if (a->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(a)->sin_port);
-  if (a->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
-  return 0;
 }
 
 bool Matches(const PolicyMatch& m, const MatchInput& s) {

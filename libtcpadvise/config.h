@@ -32,8 +32,6 @@ struct PolicySettings {
   int32_t sndbuf = 0;  // 0: leave alone
   int32_t rcvbuf = 0;
 
-  // PolicySettings::Active tells whether the policy does anything at all.
-  bool Active() const { return nodelay || quickack || cork || coalesce || sndbuf || rcvbuf; }
 };
 
 // PortRange matches ports in [low, high]; an unset range matches all.

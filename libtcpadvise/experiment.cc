@@ -104,10 +104,12 @@ int ArmOfRule(const ExperimentConfig& e, int rule) {
 void OnExperimentConnectionClosed(const ExperimentConfig& e, int arm, const SocketState& s, uint64_t now_ticks,
                                   double ns_per_tick) {
   const SocketStats& st = s.stats;
+  const uint64_t calls = st.write_calls.Get() + st.read_calls.Get();
+  const uint64_t errors = ErrorCount(st);
   ArmTotals& a = g_arms[arm];
   ++a.connections;
-  a.calls += st.write_calls.Get() + st.read_calls.Get();
-  a.errors += ErrorCount(st);
+  a.calls += calls;
+  a.errors += errors;
   a.turns.MergeFrom(st.turn_ticks);
   if (g_outcomes == nullptr) g_outcomes = static_cast<ConnectionOutcome*>(PrivateAlloc(sizeof(ConnectionOutcome) * kMaxOutcomes));
   if (g_outcomes == nullptr || g_outcome_count >= kMaxOutcomes) {
@@ -121,8 +123,8 @@ void OnExperimentConnectionClosed(const ExperimentConfig& e, int arm, const Sock
     o.turn_mean_ns = turns.count ? turns.estimated_sum / static_cast<double>(turns.count) * ns_per_tick : 0;
     o.bytes = st.write_bytes.Get() + st.read_bytes.Get();
     o.duration_ns = static_cast<uint64_t>(static_cast<double>(now_ticks - s.opened_ticks) * ns_per_tick);
-    o.calls = st.write_calls.Get() + st.read_calls.Get();
-    o.errors = ErrorCount(st);
+    o.calls = calls;
+    o.errors = errors;
     o.data_segs_out = s.tcp_info.data_segs_out;
   }
   for (int i = 1; i < e.arm_count; ++i) CheckGuardrail(e, i);

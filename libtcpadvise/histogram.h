@@ -77,8 +77,8 @@ class Histogram {
   Counter buckets_[kBuckets];
 };
 
-// Sizes in bytes up to 1 TiB, counts up to 16 million, durations in ticks up
-// to about an hour at 4 GHz.
+// Sizes in bytes below 2 TiB, counts below 32 million, durations in ticks
+// below about 2.4 hours at 4 GHz.
 using BytesHistogram = Histogram<40>;
 using CountHistogram = Histogram<24>;
 using TicksHistogram = Histogram<44>;

@@ -76,12 +76,13 @@ constexpr int kOrdinaryFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
 }
 
 // ReadUnderPolicy is TrackedRead's path once a policy config is loaded: held
-// bytes leave before the read waits for their answer.
+// bytes leave before the read waits for their answer; quickack is re-armed
+// after a read that got data (not after every EAGAIN of an event loop).
 template <typename Call>
 [[gnu::noinline]] ssize_t ReadUnderPolicy(SocketState* s, int fd, ReadApi api, int flags, Call call) {
-  if (AnyHeld()) ReleaseAll(FlushCause::kRead, true);
+  if (AnyHeld()) ReleaseAll(FlushCause::kRead);
   const ssize_t result = call();
-  AfterReadPolicy(s, fd);
+  if (result > 0) AfterReadPolicy(s, fd);
   RecordRead(s, api, flags, result);
   return result;
 }
@@ -129,10 +130,11 @@ void TrackNew(int fd, const SocketIdentity& id, bool nonblocking) {
 }
 
 // UpdateTracked applies fn to fd's entry under the table mutex, so the
-// snapshot thread never reads a half-written identity.
+// snapshot thread never reads a half-written identity. An untracked fd costs
+// one table read, no lock.
 template <typename Fn>
 void UpdateTracked(int fd, Fn fn) {
-  if (Reentered()) return;
+  if (g_table.Lookup(fd) == nullptr || Reentered()) return;
   ErrnoSaver errno_saver;
   g_table.Lock();
   SocketState* s = g_table.Lookup(fd);
@@ -166,19 +168,6 @@ bool AppOptionOf(int level, int name, AppOption* option) {
   return true;
 }
 
-// NoteConflict records an application setting that overrides its policy's.
-void NoteConflict(SocketState* s, AppOption option) {
-  if (s->id.rule < 0 || g_policy_config == nullptr) return;
-  const PolicySettings& p = g_policy_config->rules[s->id.rule].settings;
-  uint64_t bit = 0;
-  if (option == AppOption::kNodelay && p.nodelay) bit = kConflictNodelay;
-  if (option == AppOption::kCork && (p.cork || p.coalesce)) bit = kConflictCork;
-  if (option == AppOption::kSndbuf && p.sndbuf) bit = kConflictSndbuf;
-  if (option == AppOption::kRcvbuf && p.rcvbuf) bit = kConflictRcvbuf;
-  Counter& conflicts = s->stats.policy_counters.conflicts;
-  conflicts.Set(conflicts.Get() | bit);
-}
-
 uint64_t MessageBytes(const struct mmsghdr* msgs, int count) {
   uint64_t bytes = 0;
   for (int i = 0; i < count; ++i) bytes += msgs[i].msg_len;
@@ -208,19 +197,18 @@ int DupOnto(int old_fd, int new_fd, Call call) {
   }
   const int result = call();
   if (result < 0) return result;
-  ErrnoSaver errno_saver;
-  if (g_table.Lookup(old_fd) != nullptr) {
-    g_table.Alias(new_fd, g_table.Lookup(old_fd));
-  } else if (replaces_tracked) {
+  // A tracked old_fd's alias takes new_fd's slot; else the slot is freed.
+  if (replaces_tracked && g_table.Lookup(old_fd) == nullptr) {
+    ErrnoSaver errno_saver;
     g_table.ReleaseReplaced(new_fd);
   }
-  return result;
+  return AfterDup(old_fd, result);
 }
 
 int FcntlCommon(int fd, int cmd, int result, unsigned long arg) {
   if (result < 0) return result;
   if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return AfterDup(fd, result);
-  if (cmd == F_SETFL && g_table.Lookup(fd) != nullptr) {
+  if (cmd == F_SETFL) {
     UpdateTracked(fd, [arg](SocketState* s) { s->nonblocking.store((arg & O_NONBLOCK) != 0, std::memory_order_relaxed); });
   }
   return result;
@@ -378,7 +366,7 @@ int Accept4(int fd, struct sockaddr* addr, socklen_t* addrlen, int flags) {
 }
 
 int Connect(int fd, const struct sockaddr* addr, socklen_t addrlen) {
-  if (g_policy_config != nullptr && addr != nullptr && g_table.Lookup(fd) != nullptr) {
+  if (g_policy_config != nullptr && addr != nullptr) {
     // Before the SYN, so that buffer sizes shape the window it announces;
     // once: a non-blocking connect is called again to learn how it went.
     UpdateTracked(fd, [fd, addr](SocketState* s) {
@@ -390,7 +378,7 @@ int Connect(int fd, const struct sockaddr* addr, socklen_t addrlen) {
     });
   }
   const int result = Real(g_real.connect)(fd, addr, addrlen);
-  if ((result == 0 || errno == EINPROGRESS) && g_table.Lookup(fd) != nullptr) {
+  if (result == 0 || errno == EINPROGRESS) {
     UpdateTracked(fd, [fd, addr, addrlen](SocketState* s) {
       const sa_family_t family = s->id.local.ss_family;
       const int16_t rule = s->id.rule;
@@ -408,7 +396,7 @@ int Connect(int fd, const struct sockaddr* addr, socklen_t addrlen) {
 
 int Listen(int fd, int backlog) {
   const int result = Real(g_real.listen)(fd, backlog);
-  if (result == 0 && g_table.Lookup(fd) != nullptr) {
+  if (result == 0) {
     UpdateTracked(fd, [fd](SocketState* s) { s->id = Identify(fd, Role::kListener); });
   }
   return result;
@@ -471,8 +459,7 @@ int Fcntl64(int fd, int cmd, unsigned long arg) {
 int Setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
   const int result = Real(g_real.setsockopt)(fd, level, name, value, len);
   AppOption option;
-  if (result == 0 && value != nullptr && len >= sizeof(int) && AppOptionOf(level, name, &option) &&
-      g_table.Lookup(fd) != nullptr) {
+  if (result == 0 && value != nullptr && len >= sizeof(int) && AppOptionOf(level, name, &option)) {
     int32_t v;
     memcpy(&v, value, sizeof(v));
     UpdateTracked(fd, [option, v](SocketState* s) {
@@ -489,7 +476,7 @@ int Setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
 
 int Ioctl(int fd, unsigned long request, void* arg) {
   const int result = Real(g_real.ioctl)(fd, request, arg);
-  if (result == 0 && request == FIONBIO && arg != nullptr && g_table.Lookup(fd) != nullptr) {
+  if (result == 0 && request == FIONBIO && arg != nullptr) {
     int on;
     memcpy(&on, arg, sizeof(on));
     UpdateTracked(fd, [on](SocketState* s) { s->nonblocking.store(on != 0, std::memory_order_relaxed); });
@@ -501,7 +488,7 @@ int Ioctl(int fd, unsigned long request, void* arg) {
 // policy lets go of everything it holds first. With nothing held the cost is
 // one load.
 inline void BeforeWait() {
-  if (__builtin_expect(AnyHeld(), 0)) ReleaseAll(FlushCause::kWait, true);
+  if (__builtin_expect(AnyHeld(), 0)) ReleaseAll(FlushCause::kWait);
 }
 
 int Poll(struct pollfd* fds, nfds_t nfds, int timeout) {
@@ -534,9 +521,9 @@ int EpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout,
   return LibcEpollPwait(epfd, events, maxevents, timeout, mask);
 }
 
-void BeforeExec() { ReleaseAll(FlushCause::kExec, true); }
+void BeforeExec() { ReleaseAll(FlushCause::kExec); }
 
-void BeforeExit() { ReleaseAll(FlushCause::kExit, true); }
+void BeforeExit() { ReleaseAll(FlushCause::kExit); }
 
 }  // namespace hooks
 }  // namespace tcpadvise

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "address.h"
 #include "background_thread.h"
 #include "clock.h"
 #include "errno_saver.h"
@@ -174,14 +175,22 @@ bool EnsureBuffer(PolicyState* p, int fd) {
   return true;
 }
 
-void NoteHoldEnded(PolicyState* p, FlushCause cause) {
+void SetIntOption(int fd, int level, int name, int value) {
+  Real(g_real.setsockopt)(fd, level, name, &value, sizeof(value));
+}
+
+// NoteReleased counts a flush or an uncork of what was held since `since`
+// (ticks); the turn starts now, when the bytes leave.
+void NoteReleased(PolicyState* p, FlushCause cause, uint64_t since) {
   PolicyCounters& c = CountersOf(p);
   c.flushes[static_cast<int>(cause)].Increment();
   const uint64_t now = ReadTicks();
   p->socket->StartTurnAt(now);
-  const uint64_t held_for = now - p->hold_start;
+  const uint64_t held_for = now - since;
   if (held_for > c.longest_hold_ticks.Get()) c.longest_hold_ticks.Set(held_for);
 }
+
+void NoteHoldEnded(PolicyState* p, FlushCause cause) { NoteReleased(p, cause, p->hold_start); }
 
 void Append(PolicyState* p, const iovec* iov, int iovcnt) {
   uint32_t held = p->held.load(std::memory_order_relaxed);
@@ -206,8 +215,7 @@ void Consume(PolicyState* p, size_t sent) {
 // SendHeldThen sends the held bytes followed by the application's in one
 // sendmsg, looping on a blocking socket until the held part is out. Returns
 // the application's bytes sent, or -1 with errno.
-ssize_t SendHeldThen(PolicyState* p, int fd, const iovec* iov, int iovcnt, int flags, bool nonblocking,
-                     FlushCause cause) {
+ssize_t SendHeldThen(PolicyState* p, int fd, const iovec* iov, int iovcnt, int flags, bool nonblocking) {
   iovec parts[IOV_MAX];
   const size_t app_bytes = IovecBytes(iov, iovcnt);
   for (;;) {
@@ -222,14 +230,14 @@ ssize_t SendHeldThen(PolicyState* p, int fd, const iovec* iov, int iovcnt, int f
       if (errno == EAGAIN || errno == EWOULDBLOCK) p->nonblocking_ok = false;
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && held != 0) {
         // The connection is gone: the held bytes go with it, and this call reports why.
-        CountersOf(p).deferred_errors[errno < kErrnoSlots ? errno : 0].Increment();
-        NoteHoldEnded(p, cause);
+        CountersOf(p).deferred_errors[ErrnoSlot(errno)].Increment();
+        NoteHoldEnded(p, FlushCause::kLimit);
         p->held.store(0, std::memory_order_relaxed);
       }
       return -1;
     }
     if (static_cast<size_t>(sent) >= held) {
-      if (held != 0) NoteHoldEnded(p, cause);
+      if (held != 0) NoteHoldEnded(p, FlushCause::kLimit);
       p->held.store(0, std::memory_order_relaxed);
       p->nonblocking_ok = static_cast<size_t>(sent) - held == app_bytes;
       const ssize_t app_sent = sent - static_cast<ssize_t>(held);
@@ -261,7 +269,7 @@ bool Flush(PolicyState* p, int fd, FlushCause cause, bool may_block) {
         p->nonblocking_ok = false;
         return false;
       }
-      CountersOf(p).deferred_errors[errno < kErrnoSlots ? errno : 0].Increment();
+      CountersOf(p).deferred_errors[ErrnoSlot(errno)].Increment();
       p->pending_errno = errno;
       NoteHoldEnded(p, cause);
       p->held.store(0, std::memory_order_relaxed);
@@ -288,14 +296,9 @@ void FlushForExit(PolicyState* p, int fd, FlushCause cause) {
 }
 
 void Uncork(PolicyState* p, int fd, FlushCause cause) {
-  const int zero = 0;
-  Real(g_real.setsockopt)(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero));
+  SetIntOption(fd, IPPROTO_TCP, TCP_CORK, 0);
   p->corked.store(false, std::memory_order_relaxed);
-  CountersOf(p).flushes[static_cast<int>(cause)].Increment();
-  const uint64_t now = ReadTicks();
-  p->socket->StartTurnAt(now);
-  const uint64_t corked_for = now - p->cork_start;
-  if (corked_for > CountersOf(p).longest_hold_ticks.Get()) CountersOf(p).longest_hold_ticks.Set(corked_for);
+  NoteReleased(p, cause, p->cork_start);
 }
 
 // ReleaseLocked lets go of what p holds, signal handlers' writes included;
@@ -328,7 +331,7 @@ void DrainOverflow(PolicyState* p) {
     Append(p, &part, 1);
   } else {
     // The handler's write was reported as accepted: send it even if that waits.
-    SendHeldThen(p, p->fd.load(std::memory_order_relaxed), &part, 1, MSG_NOSIGNAL, false, FlushCause::kLimit);
+    SendHeldThen(p, p->fd.load(std::memory_order_relaxed), &part, 1, MSG_NOSIGNAL, false);
   }
   p->overflow_drained = length;
   // Start the buffer over once no handler reserved more meanwhile; a
@@ -384,7 +387,7 @@ ssize_t CoalesceWrite(PolicyState* p, int fd, const iovec* iov, int iovcnt, int 
     Append(p, iov, iovcnt);
     return static_cast<ssize_t>(n);
   }
-  const ssize_t sent = SendHeldThen(p, fd, iov, iovcnt, flags, nonblocking, FlushCause::kLimit);
+  const ssize_t sent = SendHeldThen(p, fd, iov, iovcnt, flags, nonblocking);
   if (!HoldsSomething(p)) RemoveFromHeldSet(p);
   return sent;
 }
@@ -492,16 +495,29 @@ void StartFlusher() {
   }
 }
 
-void SetIntOption(int fd, int level, int name, int value) {
-  Real(g_real.setsockopt)(fd, level, name, &value, sizeof(value));
+// ConflictBit is option's kConflict* bit when the policy sets that option,
+// else 0.
+uint64_t ConflictBit(const PolicySettings& p, AppOption option) {
+  if (option == AppOption::kNodelay && p.nodelay) return kConflictNodelay;
+  if (option == AppOption::kCork && (p.cork || p.coalesce)) return kConflictCork;
+  if (option == AppOption::kSndbuf && p.sndbuf) return kConflictSndbuf;
+  if (option == AppOption::kRcvbuf && p.rcvbuf) return kConflictRcvbuf;
+  return 0;
 }
 
-void ApplyUnlessSet(SocketState* s, int fd, bool wanted, AppOption option, uint64_t conflict, int level, int name,
+void AddConflict(SocketState* s, uint64_t bit) {
+  Counter& conflicts = s->stats.policy_counters.conflicts;
+  conflicts.Set(conflicts.Get() | bit);
+}
+
+// ApplyUnlessSet sets an option the policy sets, unless the application
+// already did.
+void ApplyUnlessSet(SocketState* s, int fd, const PolicySettings& settings, AppOption option, int level, int name,
                     int value) {
-  if (!wanted) return;
+  const uint64_t bit = ConflictBit(settings, option);
+  if (bit == 0) return;
   if (s->options_set_mask & (1u << static_cast<int>(option))) {
-    Counter& conflicts = s->stats.policy_counters.conflicts;
-    conflicts.Set(conflicts.Get() | conflict);
+    AddConflict(s, bit);
     return;
   }
   SetIntOption(fd, level, name, value);
@@ -545,10 +561,7 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   MatchInput in;
   in.program = g_runtime.program;
   in.role = s->id.role == Role::kClient ? 1 : s->id.role == Role::kServer ? 2 : 0;
-  const sockaddr_storage& local = s->id.local;
-  in.local_port = local.ss_family == AF_INET    ? ntohs(reinterpret_cast<const sockaddr_in&>(local).sin_port)
-                  : local.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6&>(local).sin6_port)
-                                                : 0;
+  in.local_port = PortOf(s->id.local);
   in.peer = peer;
   const ExperimentConfig& experiment = g_policy_config->experiment;
   const int rule = experiment.enabled && Matches(experiment.match, in)
@@ -559,9 +572,9 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   const PolicySettings& settings = g_policy_config->rules[rule].settings;
   ErrnoSaver errno_saver;
   // An option the application set before the rule was chosen stays its own.
-  ApplyUnlessSet(s, fd, settings.nodelay, AppOption::kNodelay, kConflictNodelay, IPPROTO_TCP, TCP_NODELAY, 1);
-  ApplyUnlessSet(s, fd, settings.sndbuf != 0, AppOption::kSndbuf, kConflictSndbuf, SOL_SOCKET, SO_SNDBUF, settings.sndbuf);
-  ApplyUnlessSet(s, fd, settings.rcvbuf != 0, AppOption::kRcvbuf, kConflictRcvbuf, SOL_SOCKET, SO_RCVBUF, settings.rcvbuf);
+  ApplyUnlessSet(s, fd, settings, AppOption::kNodelay, IPPROTO_TCP, TCP_NODELAY, 1);
+  ApplyUnlessSet(s, fd, settings, AppOption::kSndbuf, SOL_SOCKET, SO_SNDBUF, settings.sndbuf);
+  ApplyUnlessSet(s, fd, settings, AppOption::kRcvbuf, SOL_SOCKET, SO_RCVBUF, settings.rcvbuf);
   if (!settings.cork && !settings.coalesce) return;
   if (s->policy_state == nullptr) s->policy_state = PrivateNew<PolicyState>();
   PolicyState* p = s->policy_state;
@@ -623,7 +636,7 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int fl
   return result;
 }
 
-void ReleaseAll(FlushCause cause, bool blocking) {
+void ReleaseAll(FlushCause cause) {
   if (!AnyHeld() || InterruptedShim()) return;  // a signal handler: the interrupted call finishes the job
   ErrnoSaver errno_saver;
   PolicyState* copy[kMaxHeldSockets];
@@ -632,7 +645,7 @@ void ReleaseAll(FlushCause cause, bool blocking) {
   for (int i = 0; i < n; ++i) {
     PolicyState* p = copy[i];
     Enter(p);
-    ReleaseLocked(p, cause, blocking, exiting);
+    ReleaseLocked(p, cause, true, exiting);
     Leave(p);
   }
 }
@@ -673,6 +686,12 @@ void OnApplicationCork(SocketState* s, int fd) {
   p->fd.store(fd, std::memory_order_relaxed);
   RemoveFromHeldSet(p);
   Leave(p);
+}
+
+void NoteConflict(SocketState* s, AppOption option) {
+  if (s->id.rule >= 0 && g_policy_config != nullptr) {
+    AddConflict(s, ConflictBit(g_policy_config->rules[s->id.rule].settings, option));
+  }
 }
 
 void AfterReadPolicy(SocketState* s, int fd) {

@@ -92,9 +92,9 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer);
 ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int flags, bool special,
                     ssize_t (*passthrough)(void* context), void* context);
 
-// ReleaseAll flushes or uncorks every socket that holds something; cheap
-// when none does. blocking allows waiting for a blocking socket's buffer.
-void ReleaseAll(FlushCause cause, bool blocking);
+// ReleaseAll flushes or uncorks every socket that holds something, waiting
+// for a blocking socket's buffer if need be; cheap when none holds anything.
+void ReleaseAll(FlushCause cause);
 
 // ReleaseSocket flushes or uncorks one socket, before it is closed, shut down
 // or replaced: bytes are sent even if that means waiting (up to about 5 s on
@@ -110,11 +110,15 @@ void PolicySocketGone(SocketState* s);
 // OnShutdown notes a successful shutdown(how) of the socket.
 void OnShutdown(SocketState* s, int how);
 
+// NoteConflict records an option the application set that its socket's
+// policy sets too: the application's value stands.
+void NoteConflict(SocketState* s, AppOption option);
+
 // OnApplicationCork notes the application's own TCP_CORK: it wins, and the
 // policy stops corking the socket. The conflict is counted by the caller.
 void OnApplicationCork(SocketState* s, int fd);
 
-// AfterReadPolicy sends TCP_QUICKACK after a read when the policy asks.
+// AfterReadPolicy sends TCP_QUICKACK after a read that got data, when the policy asks.
 void AfterReadPolicy(SocketState* s, int fd);
 
 // PolicyFdClosed moves a policy's fd to another fd of the same socket when

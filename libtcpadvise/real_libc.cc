@@ -51,6 +51,15 @@ static void BindAll() {
   Bind(g_real.pselect, "pselect");
   Bind(g_real.epoll_wait, "epoll_wait");
   Bind(g_real.epoll_pwait, "epoll_pwait");
+  Bind(g_real.execve, "execve");
+  Bind(g_real.execv, "execv");
+  Bind(g_real.execvp, "execvp");
+  Bind(g_real.execvpe, "execvpe");
+  Bind(g_real.fexecve, "fexecve");
+  Bind(g_real.posix_spawn, "posix_spawn");
+  Bind(g_real.posix_spawnp, "posix_spawnp");
+  Bind(g_real.system, "system");
+  Bind(g_real.popen, "popen");
   Bind(g_real.exit_now, "_exit");
   Bind(g_real.exit_now_c99, "_Exit");
   Bind(g_real.pthread_create, "pthread_create");

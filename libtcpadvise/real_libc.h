@@ -7,6 +7,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -70,8 +72,19 @@ struct alignas(64) RealLibc {
   // Wrapped to count application threads (background_thread.h).
   int (*pthread_create)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
   int (*pthread_cancel)(pthread_t);
-  // Bound here, not on the call: _exit runs in signal handlers and after
-  // vfork, where dlsym (the loader's lock) must not be called.
+  // Bound here, not on the call: exec and _exit run after vfork, _exit in
+  // signal handlers too, where dlsym (the loader's lock) must not be called.
+  int (*execve)(const char*, char* const*, char* const*);
+  int (*execv)(const char*, char* const*);
+  int (*execvp)(const char*, char* const*);
+  int (*execvpe)(const char*, char* const*, char* const*);
+  int (*fexecve)(int, char* const*, char* const*);
+  int (*posix_spawn)(pid_t*, const char*, const posix_spawn_file_actions_t*, const posix_spawnattr_t*, char* const*,
+                     char* const*);
+  int (*posix_spawnp)(pid_t*, const char*, const posix_spawn_file_actions_t*, const posix_spawnattr_t*, char* const*,
+                      char* const*);
+  int (*system)(const char*);
+  FILE* (*popen)(const char*, const char*);
   void (*exit_now)(int);
   void (*exit_now_c99)(int);
 };
@@ -90,7 +103,7 @@ inline Fn Real(Fn& slot) {
   return slot;
 }
 
-// The calls on the policy hot path, through g_real or straight to the
+// The calls on the hot path, through g_real or straight to the
 // kernel (RealLibc::direct); each returns and sets errno as libc does.
 inline bool Direct() { return g_real.direct.load(std::memory_order_relaxed); }
 inline ssize_t LibcWrite(int fd, const void* buf, size_t n) {

@@ -53,7 +53,7 @@ bool StartSnapshotThread() { return StartBackgroundThread(SnapshotLoop, 64 * 102
 
 void BeforeFork() {
   // The child must not send what the parent holds: it all goes out now.
-  ReleaseAll(FlushCause::kFork, true);
+  ReleaseAll(FlushCause::kFork);
   LockTraceWriter();
   g_table.Lock();
 }
@@ -139,7 +139,7 @@ void RuntimeStart() {
 
 void RuntimeStop() {
   if (!g_active.load(std::memory_order_acquire)) return;
-  ReleaseAll(FlushCause::kExit, true);
+  ReleaseAll(FlushCause::kExit);
   WriteTrace(/*final=*/true);
 }
 

@@ -59,8 +59,8 @@ inline void MaybeSnapshot(uint64_t now_ticks) {
   if (__builtin_expect(now_ticks >= g_next_snapshot_tick.load(std::memory_order_relaxed), 0)) SnapshotDue(now_ticks);
 }
 
-// OnSocketTracked arms the first snapshot deadline and checks it on the slow
-// paths (socket, accept, close).
+// OnSocketTracked arms the first snapshot deadline and checks it where a
+// socket starts being tracked (socket, accept).
 void OnSocketTracked();
 
 // NoteTrackFailure remembers, for the trace, that a socket could not be tracked.

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "address.h"
+
 namespace tcpadvise {
 
 const char* WriteApiName(WriteApi api) {
@@ -102,12 +104,6 @@ void SocketStats::Reset() {
   policy_counters.Reset();
 }
 
-static uint16_t PortOf(const sockaddr_storage& a) {
-  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
-  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
-  return 0;
-}
-
 // AddressBytes points at the address part of an IPv4 or IPv6 sockaddr.
 static const unsigned char* AddressBytes(const sockaddr_storage& a, size_t* len) {
   if (a.ss_family == AF_INET) {
@@ -155,7 +151,7 @@ uint64_t SocketIdentity::GroupHash() const {
 }
 
 void SocketState::CountError(int errno_value) {
-  stats.errors[errno_value > 0 && errno_value < kErrnoSlots ? errno_value : 0].Increment();
+  stats.errors[ErrnoSlot(errno_value)].Increment();
 }
 
 void SocketState::OnReadNothing(int64_t result, int errno_value) {
@@ -164,6 +160,16 @@ void SocketState::OnReadNothing(int64_t result, int errno_value) {
   } else {
     CountError(errno_value);
   }
+}
+
+bool SocketState::WorthReporting() const {
+  const bool connected = id.role == Role::kClient || id.role == Role::kServer;
+  return stats.Active() || (connected && !inherited);
+}
+
+void SocketState::ReadKernelState(int fd) {
+  ReadTcpInfo(fd, &tcp_info);
+  ReadKernelOptions(fd, &kernel_options);
 }
 
 void SocketState::ResetForReuse() {

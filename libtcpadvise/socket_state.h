@@ -41,6 +41,9 @@ constexpr uint64_t kScalarWrite = ~uint64_t{0};
 // kErrnoSlots covers every Linux errno; larger values share slot 0.
 constexpr int kErrnoSlots = 134;
 
+// ErrnoSlot is the slot errno_value counts in.
+inline int ErrnoSlot(int errno_value) { return errno_value > 0 && errno_value < kErrnoSlots ? errno_value : 0; }
+
 // FlushCause says why a policy sent held bytes (coalesce) or uncorked (cork).
 enum class FlushCause : uint8_t {
   kRead, kWait, kLimit, kDeadline, kClose, kShutdown, kDup2, kFork, kExec, kExit, kPassthrough, kCount
@@ -152,8 +155,8 @@ struct SocketState {
   // Set in a fork child for the sockets it inherited: those appear in the
   // child's trace only once the child uses them.
   bool inherited = false;
-  // O_NONBLOCK as last set through socket, accept4 or fcntl; atomic because
-  // a policy reads it while another thread may be in fcntl.
+  // O_NONBLOCK as last set through socket, accept4, fcntl or ioctl(FIONBIO);
+  // atomic because a policy reads it while another thread may be in fcntl.
   std::atomic<bool> nonblocking{false};
   uint8_t options_set_mask = 0;
   int32_t options_set[static_cast<int>(AppOption::kCount)] = {};
@@ -236,6 +239,12 @@ struct SocketState {
     options_set[static_cast<int>(option)] = value;
     options_set_mask |= static_cast<uint8_t>(1u << static_cast<int>(option));
   }
+  // SocketState::WorthReporting tells whether a trace lists this socket: it
+  // was used, or it is a connection this process made or accepted (not one a
+  // fork child only inherited).
+  bool WorthReporting() const;
+  // SocketState::ReadKernelState reads tcp_info and the effective options through fd.
+  void ReadKernelState(int fd);
   // SocketState::ResetForReuse makes a recycled entry look new.
   void ResetForReuse();
   // SocketState::MergeFrom folds a closed socket into this group.

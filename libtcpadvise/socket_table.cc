@@ -100,10 +100,7 @@ void SocketTable::CaptureKernelState(int fd) {
   if (Reentered()) return;
   Lock();
   SocketState* s = Lookup(fd);
-  if (s != nullptr) {
-    ReadTcpInfo(fd, &s->tcp_info);
-    ReadKernelOptions(fd, &s->kernel_options);
-  }
+  if (s != nullptr) s->ReadKernelState(fd);
   Unlock();
 }
 
@@ -124,10 +121,7 @@ void SocketTable::Retire(int fd, SocketState* s) {
     return;
   }
   PolicySocketGone(s);
-  if (fd >= 0) {
-    ReadTcpInfo(fd, &s->tcp_info);
-    ReadKernelOptions(fd, &s->kernel_options);
-  }
+  if (fd >= 0) s->ReadKernelState(fd);
   if (s->stats.burst_open_writes.Get() != 0) s->CloseBurst();
   // A fork parent closing its copy of a connection the child serves did not
   // take part: only connections this process used count.
@@ -138,8 +132,7 @@ void SocketTable::Retire(int fd, SocketState* s) {
                                    1e9 / g_runtime.tick_rate.TicksPerSecond());
     }
   }
-  const bool connected = s->id.role == Role::kClient || s->id.role == Role::kServer;
-  if (s->stats.Active() || (connected && !s->inherited)) FoldIntoGroup(s);
+  if (s->WorthReporting()) FoldIntoGroup(s);
   s->next_free = free_list_;
   free_list_ = s;
 }

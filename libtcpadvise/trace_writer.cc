@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "errno_saver.h"
 #include "experiment.h"
 #include "json_writer.h"
@@ -35,18 +36,28 @@ const char* RoleName(Role role) {
   }
 }
 
+// EmitErrnoCounts writes errno slots as {"EPIPE": n, ...}, slot 0 as "other".
+void EmitErrnoCounts(JsonWriter* w, const char* key, const Counter (&slots)[kErrnoSlots]) {
+  w->Key(key);
+  w->BeginObject();
+  for (int e = 0; e < kErrnoSlots; ++e) {
+    const uint64_t n = slots[e].Get();
+    if (n == 0) continue;
+    const char* name = e == 0 ? nullptr : strerrorname_np(e);
+    w->Key(name != nullptr ? name : "other");
+    w->Uint(n);
+  }
+  w->EndObject();
+}
+
 void EmitEndpoint(JsonWriter* w, const char* key, const sockaddr_storage& a) {
   char text[INET6_ADDRSTRLEN] = "";
-  uint16_t port = 0;
   if (a.ss_family == AF_INET) {
-    const auto& in = reinterpret_cast<const sockaddr_in&>(a);
-    inet_ntop(AF_INET, &in.sin_addr, text, sizeof(text));
-    port = ntohs(in.sin_port);
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, text, sizeof(text));
   } else if (a.ss_family == AF_INET6) {
-    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
-    inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof(text));
-    port = ntohs(in6.sin6_port);
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, text, sizeof(text));
   }
+  const uint16_t port = PortOf(a);
   w->Key(key);
   w->BeginObject();
   w->Key("addr");
@@ -210,21 +221,13 @@ void EmitPolicy(JsonWriter* w, const SocketState& s, double ns_per_tick) {
   w->Double(static_cast<double>(c.longest_hold_ticks.Get()) * ns_per_tick);
   w->Key("corks");
   w->Uint(c.corks.Get());
-  w->Key("deferred_errors");
-  w->BeginObject();
-  for (int e = 0; e < kErrnoSlots; ++e) {
-    if (c.deferred_errors[e].Get() == 0) continue;
-    const char* name = e == 0 ? nullptr : strerrorname_np(e);
-    w->Key(name != nullptr ? name : "other");
-    w->Uint(c.deferred_errors[e].Get());
-  }
-  w->EndObject();
+  EmitErrnoCounts(w, "deferred_errors", c.deferred_errors);
   w->EndObject();
   w->Key("conflicts");
   w->BeginArray();
   const uint64_t conflicts = c.conflicts.Get();
   if (conflicts & kConflictNodelay) w->String("the application set TCP_NODELAY itself; its value stands");
-  if (conflicts & kConflictCork) w->String("the application set TCP_CORK itself; the policy stopped corking or holding for it");
+  if (conflicts & kConflictCork) w->String("the application set TCP_CORK itself; its value stands and a cork policy stops corking");
   if (conflicts & kConflictSndbuf) w->String("the application set SO_SNDBUF itself; its value stands");
   if (conflicts & kConflictRcvbuf) w->String("the application set SO_RCVBUF itself; its value stands");
   w->EndArray();
@@ -314,16 +317,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, double ns_per_ti
   w->Uint(st.read_eof.Get());
   w->EndObject();
 
-  w->Key("errors");
-  w->BeginObject();
-  for (int e = 0; e < kErrnoSlots; ++e) {
-    const uint64_t n = st.errors[e].Get();
-    if (n == 0) continue;
-    const char* name = e == 0 ? nullptr : strerrorname_np(e);
-    w->Key(name != nullptr ? name : "other");
-    w->Uint(n);
-  }
-  w->EndObject();
+  EmitErrnoCounts(w, "errors", st.errors);
   EmitTcpInfo(w, s.tcp_info);
   EmitPolicy(w, s, ns_per_tick);
   w->EndObject();
@@ -360,18 +354,13 @@ void WarnOnce(const char* what, const char* path) {
   RawWarning("cannot write trace %s: %s (%s); the program goes on unchanged", path, what, strerror(errno));
 }
 
-bool LiveSocketWorthReporting(const SocketState& s) {
-  const bool connected = s.id.role == Role::kClient || s.id.role == Role::kServer;
-  return s.stats.Active() || (connected && !s.inherited);
-}
-
 }  // namespace
 
 bool SerializeTrace(JsonWriter* w, bool final) {
   const double tsc_hz = g_runtime.tick_rate.TicksPerSecond();
   const double ns_per_tick = 1e9 / tsc_hz;
   bool any = false;
-  g_table.ForEachLive([&](int, SocketState* s) { any = any || LiveSocketWorthReporting(*s); });
+  g_table.ForEachLive([&](int, SocketState* s) { any = any || s->WorthReporting(); });
   g_table.ForEachGroup([&](SocketState*) { any = true; });
   if (!any) return false;
 
@@ -405,9 +394,8 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   w->Key("sockets");
   w->BeginArray();
   g_table.ForEachLive([&](int fd, SocketState* s) {
-    if (!LiveSocketWorthReporting(*s)) return;
-    ReadTcpInfo(fd, &s->tcp_info);
-    ReadKernelOptions(fd, &s->kernel_options);
+    if (!s->WorthReporting()) return;
+    s->ReadKernelState(fd);
     EmitSocket(w, *s, /*open=*/true, ns_per_tick);
   });
   g_table.ForEachGroup([&](SocketState* g) { EmitSocket(w, *g, /*open=*/false, ns_per_tick); });

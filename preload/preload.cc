@@ -1,7 +1,6 @@
 // The LD_PRELOAD entry points: each libc name the shim wraps, forwarded in one
 // line to libtcpadvise's hooks. Only these symbols leave the shared object
 // (exports.map); everything else, jemalloc included, stays hidden.
-#include <dlfcn.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -122,36 +121,31 @@ TCPADVISE_EXPORT int epoll_pwait(int epfd, struct epoll_event* events, int maxev
   return h::EpollPwait(epfd, events, maxevents, timeout, mask);
 }
 
-// Exec, spawn and _exit: what a policy holds goes out first. These are rare
-// calls, so they look up the next definition themselves.
-template <typename Fn>
-static Fn Next(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-}
-
+// Exec, spawn and _exit: what a policy holds goes out first. Bound with the
+// rest: exec often follows vfork, where dlsym must not run.
 TCPADVISE_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   h::BeforeExec();
-  return Next<int (*)(const char*, char* const*, char* const*)>("execve")(path, argv, envp);
+  return tcpadvise::Real(tcpadvise::g_real.execve)(path, argv, envp);
 }
 TCPADVISE_EXPORT int execv(const char* path, char* const argv[]) {
   h::BeforeExec();
-  return Next<int (*)(const char*, char* const*)>("execv")(path, argv);
+  return tcpadvise::Real(tcpadvise::g_real.execv)(path, argv);
 }
 TCPADVISE_EXPORT int execvp(const char* file, char* const argv[]) {
   h::BeforeExec();
-  return Next<int (*)(const char*, char* const*)>("execvp")(file, argv);
+  return tcpadvise::Real(tcpadvise::g_real.execvp)(file, argv);
 }
 TCPADVISE_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
   h::BeforeExec();
-  return Next<int (*)(const char*, char* const*, char* const*)>("execvpe")(file, argv, envp);
+  return tcpadvise::Real(tcpadvise::g_real.execvpe)(file, argv, envp);
 }
 TCPADVISE_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
   h::BeforeExec();
-  return Next<int (*)(int, char* const*, char* const*)>("fexecve")(fd, argv, envp);
+  return tcpadvise::Real(tcpadvise::g_real.fexecve)(fd, argv, envp);
 }
 
-// CollectArgs turns execl's variadic list into the argv execv takes.
-#define TCPADVISE_COLLECT_ARGS(first, last_arg, argv)                                 \
+// TCPADVISE_COLLECT_ARGS turns execl's variadic list into the argv execv takes.
+#define TCPADVISE_COLLECT_ARGS(first, argv)                                           \
   size_t count = 1;                                                                    \
   {                                                                                    \
     va_list count_ap;                                                                  \
@@ -166,21 +160,21 @@ TCPADVISE_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
 TCPADVISE_EXPORT int execl(const char* path, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  TCPADVISE_COLLECT_ARGS(arg, nullptr, argv);
+  TCPADVISE_COLLECT_ARGS(arg, argv);
   va_end(ap);
   return execv(path, argv);
 }
 TCPADVISE_EXPORT int execlp(const char* file, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  TCPADVISE_COLLECT_ARGS(arg, nullptr, argv);
+  TCPADVISE_COLLECT_ARGS(arg, argv);
   va_end(ap);
   return execvp(file, argv);
 }
 TCPADVISE_EXPORT int execle(const char* path, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  TCPADVISE_COLLECT_ARGS(arg, nullptr, argv);
+  TCPADVISE_COLLECT_ARGS(arg, argv);
   char* const* envp = va_arg(ap, char* const*);
   va_end(ap);
   return execve(path, argv, envp);
@@ -190,20 +184,20 @@ TCPADVISE_EXPORT int execle(const char* path, const char* arg, ...) {
 TCPADVISE_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
                                  const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
   h::BeforeExec();
-  return Next<decltype(&posix_spawn)>("posix_spawn")(pid, path, actions, attr, argv, envp);
+  return tcpadvise::Real(tcpadvise::g_real.posix_spawn)(pid, path, actions, attr, argv, envp);
 }
 TCPADVISE_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
                                   const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
   h::BeforeExec();
-  return Next<decltype(&posix_spawnp)>("posix_spawnp")(pid, file, actions, attr, argv, envp);
+  return tcpadvise::Real(tcpadvise::g_real.posix_spawnp)(pid, file, actions, attr, argv, envp);
 }
 TCPADVISE_EXPORT int system(const char* command) {
   h::BeforeExec();
-  return Next<decltype(&system)>("system")(command);
+  return tcpadvise::Real(tcpadvise::g_real.system)(command);
 }
 TCPADVISE_EXPORT FILE* popen(const char* command, const char* type) {
   h::BeforeExec();
-  return Next<decltype(&popen)>("popen")(command, type);
+  return tcpadvise::Real(tcpadvise::g_real.popen)(command, type);
 }
 TCPADVISE_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg) {
   tcpadvise::NoteApplicationThread();
