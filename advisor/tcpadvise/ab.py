@@ -28,7 +28,9 @@ from scipy import stats
 from . import hist
 from .errors import BadInputError
 from .policy import BUILTIN_POLICIES
+from .policyconfig import CONFIG_VERSION
 from .traces import Inputs
+from .units import ns_to_us
 
 AB_REPORT_SCHEMA = "tcpadvise.ab-report/1"
 MIN_CONNECTIONS = 10
@@ -60,10 +62,11 @@ def parse_arms(value: str) -> list[tuple[str, str]]:
     return arms
 
 
-def experiment_config(arms: list[tuple[str, str]], seed: int | None = None, name: str = "ab") -> str:
+def experiment_config(arms: list[tuple[str, str]], seed: int | None = None) -> str:
     """The config for `record --ab`: every socket takes part, arms weighted equally."""
     seed = random.SystemRandom().randrange(1 << 62) if seed is None else seed
-    lines = ["# tcpadvise record --ab", "version: 1", "experiment:", f"  name: {name}", f"  seed: {seed}", "  arms:"]
+    lines = ["# tcpadvise record --ab", f"version: {CONFIG_VERSION}", "experiment:", "  name: ab", f"  seed: {seed}",
+             "  arms:"]
     lines += [f"    - {{name: {arm}, weight: 1, policy: {policy}}}" for arm, policy in arms]
     return "\n".join(lines) + "\n"
 
@@ -128,13 +131,9 @@ def _turn_histogram(buckets: list) -> dict:
             "buckets": sorted(buckets)}
 
 
-def _us(ns: float | None) -> float | None:
-    return None if ns is None else round(float(ns) / 1000, 3)
-
-
 def summarize_arm(arm: Arm) -> dict:
     histogram = hist.merge([_turn_histogram(arm.buckets)]) if arm.buckets else None
-    percentile = (lambda q: _us(hist.percentile(histogram, q))) if histogram else (lambda q: None)
+    percentile = (lambda q: ns_to_us(hist.percentile(histogram, q))) if histogram else (lambda q: None)
     seconds = sum(r["duration_ns"] for r in arm.rows) / 1e9
     return {
         "name": arm.name,
@@ -169,8 +168,8 @@ def compare(control: np.ndarray, treatment: np.ndarray, rng: np.random.Generator
             - rng.choice(control, (BOOTSTRAP_SAMPLES, control.size)).mean(axis=1))
     low, high = np.percentile(boot, [2.5, 97.5])
     p_value = float(stats.mannwhitneyu(treatment, control, alternative="two-sided").pvalue)
-    return {"control_mean_us": _us(control.mean()), "arm_mean_us": _us(treatment.mean()),
-            "difference_us": _us(diff), "ci95_us": [_us(low), _us(high)],
+    return {"control_mean_us": ns_to_us(control.mean()), "arm_mean_us": ns_to_us(treatment.mean()),
+            "difference_us": ns_to_us(diff), "ci95_us": [ns_to_us(low), ns_to_us(high)],
             "relative": round(float(diff / control.mean()), 4) if control.mean() else None,
             "p_value": round(p_value, 6)}
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .bench_netns import PROFILES, veth_pair
+from .bench_netns import PROFILES, failure_reason, veth_pair
 from .bench_suites import SUITES, Arm, Settings
 from .calibration import CALIBRATION_SCHEMA
 from .errors import BenchError, LoadgenNotFoundError, ShimNotFoundError
@@ -193,16 +193,18 @@ def _pin_prefix() -> list[str]:
 @contextlib.contextmanager
 def far_end(loadgen: Path, prefix: list[str], host: str) -> Iterator[str]:
     """A `tcpadvise-loadgen serve` on host, port chosen by the kernel; yields HOST:PORT."""
+    with _loadgen_server([*prefix, str(loadgen), "serve", "--host", host, "--port", "0"]) as server:
+        yield f"{host}:{_listening_port(server)}"
+
+
+@contextlib.contextmanager
+def _loadgen_server(command: list[str]) -> Iterator[subprocess.Popen]:
+    """The load generator's server, stopped however the block is left (errors and Ctrl-C too)."""
     server = subprocess.Popen(
-        [*prefix, str(loadgen), "serve", "--host", host, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=isolated_environment(),
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=isolated_environment()
     )
     try:
-        port = _listening_port(server)
-        yield f"{host}:{port}"
+        yield server
     finally:
         server.terminate()
         server.wait()
@@ -220,25 +222,16 @@ def _listening_port(server: subprocess.Popen) -> int:
 
 def _last_error(stderr: str, returncode: int) -> str:
     """The load generator's own last word on a failure, without its name."""
-    lines = stderr.strip().splitlines()
-    return lines[-1].removeprefix(f"{LOADGEN_NAME}: ") if lines else f"exit status {returncode}"
+    return failure_reason(stderr, returncode).removeprefix(f"{LOADGEN_NAME}: ")
 
 
 def serve(host: str, port: int, announce: Callable[[int], None]) -> None:
     """Run the far end in the foreground (`tcpadvise bench-server`) until interrupted."""
-    server = subprocess.Popen(
-        [str(find_loadgen()), "serve", "--host", host, "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=isolated_environment(),
-    )
-    try:
-        with _terminate_as_interrupt():
-            announce(_listening_port(server))
-            server.wait()
-    finally:
-        server.terminate()
+    with (
+        _loadgen_server([str(find_loadgen()), "serve", "--host", host, "--port", str(port)]) as server,
+        _terminate_as_interrupt(),
+    ):
+        announce(_listening_port(server))
         server.wait()
 
 
@@ -288,6 +281,16 @@ def _terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def prepare_plot_directory(directory: Path) -> None:
+    """Create --plot DIR and check that it takes files: before the bench, not after minutes of it."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise BenchError(f"{directory}: cannot create the plot directory ({error.strerror})") from None
+    if not os.access(directory, os.W_OK):
+        raise BenchError(f"{directory}: cannot write the plots there (no write permission)")
 
 
 def write_outputs(result: BenchResult, calibration_path: Path) -> Path:

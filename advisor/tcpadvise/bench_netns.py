@@ -137,9 +137,11 @@ def _alive(pid: int) -> bool:
 def _run(*command: str) -> None:
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        reason = (
-            result.stderr.strip().splitlines()[-1]
-            if result.stderr.strip()
-            else f"exit status {result.returncode}"
-        )
+        reason = failure_reason(result.stderr, result.returncode)
         raise BenchError(f"cannot build the link: '{' '.join(command)}' failed: {reason}")
+
+
+def failure_reason(stderr: str, returncode: int) -> str:
+    """Why a command failed: the last line of its stderr, which is where tools say it, else its exit status."""
+    lines = stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit status {returncode}"

@@ -16,17 +16,17 @@ _MEDIAN, _MINIMUM, _P99, _SEED = "tab:blue", "tab:green", "tab:red", "0.45"
 
 
 def write_plots(results: dict, directory: Path) -> list[Path]:
-    """Draw every suite in `results` into DIRECTORY/<suite>.png; return the files written."""
+    """Draw every suite in `results` into DIRECTORY/<suite>.png (bench.prepare_plot_directory
+    made it); return the files written."""
     drawers = {"pingpong": _pingpong, "nagle": _nagle, "stream": _stream, "rpc": _rpc}
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise BenchError(f"{directory}: cannot create the plot directory ({error.strerror})") from None
     written = []
     for name, result in results["suites"].items():
         figure = drawers[name](result, results["path"]["description"])
         path = directory / f"{name}.png"
-        figure.savefig(path, dpi=_DPI, bbox_inches="tight")
+        try:
+            figure.savefig(path, dpi=_DPI, bbox_inches="tight")
+        except OSError as error:
+            raise BenchError(f"{path}: cannot write the chart ({error.strerror})") from None
         written.append(path)
     return written
 

@@ -10,13 +10,10 @@ from rich.table import Table
 
 from . import bench_seeds as seeds
 from .bench import Progress as BenchProgress
-from .units import format_bytes, format_duration_us
+from .units import DASH, duration_unit, format_bytes, format_duration_us, ratio
 
-DASH = "-"
 _PENALTY_NAMES = {"fill": "filling one segment", "second": "a second segment", "fourth": "a fourth segment"}
 _PENALTY_SIZES = {"fill": "mss", "second": "mss+1", "fourth": "3*mss+1"}
-# (below this many us, divide by, unit), as units.format_duration_us chooses them.
-_DURATION_UNITS = ((1, 1e-3, "ns"), (1e3, 1, "µs"), (1e6, 1e3, "ms"), (math.inf, 1e6, "s"))
 
 
 class ProgressBar(BenchProgress):
@@ -94,8 +91,8 @@ def _duration_ci(summary: dict | None) -> str:
     """'44.1 [43.9-48] ms': the median and its confidence interval, in the median's unit."""
     if summary is None:
         return DASH
-    scale, unit = next((scale, unit) for limit, scale, unit in _DURATION_UNITS if summary["median"] < limit)
-    low, median, high = (summary[key] / scale for key in ("ci_low", "median", "ci_high"))
+    unit, convert = duration_unit(summary["median"])
+    low, median, high = (convert(summary[key]) for key in ("ci_low", "median", "ci_high"))
     return f"{median:.3g} [{low:.3g}-{high:.3g}] {unit}"
 
 
@@ -118,8 +115,8 @@ def _percent(fraction: float | None) -> str:
     return f"{100 * fraction:.2g}%" if 0 < abs(fraction) < 0.01 else f"{100 * fraction:.0f}%"
 
 
-def _times(ratio: float | None) -> str:
-    return DASH if ratio is None or math.isnan(ratio) else f"{ratio:.2g}x" if ratio < 10 else f"{ratio:,.0f}x"
+def _times(factor: float | None) -> str:
+    return DASH if factor is None or math.isnan(factor) else f"{factor:.2g}x" if factor < 10 else f"{factor:,.0f}x"
 
 
 def _pingpong_tables(result: dict) -> list[Table]:
@@ -217,11 +214,11 @@ def _stream_tables(result: dict) -> list[Table]:
             format_bytes(row["write_bytes"]),
             _mbit_ci(row["nagle"]["throughput_mbit_s"]),
             _mbit_ci(row["nodelay"]["throughput_mbit_s"]),
-            _times(_ratio(on, off)),
+            _times(ratio(on, off)),
             f"{row['nodelay']['bytes_per_segment']:,.0f}",
             _mbit_s(seed_on),
             _mbit_s(seed_off),
-            _times(_ratio(seed_on, seed_off)),
+            _times(ratio(seed_on, seed_off)),
         )
     autotuned = _median(result["by_sndbuf"][-1])
     by_sndbuf = _table(
@@ -241,10 +238,10 @@ def _stream_tables(result: dict) -> list[Table]:
             format_bytes(size) if size else "autotuned",
             format_bytes(row["sndbuf"]),
             _mbit_ci(row["throughput_mbit_s"]),
-            _percent(_ratio(_median(row), autotuned)),
+            _percent(ratio(_median(row), autotuned)),
             format_duration_us(row["write_us_p99"]),
             _mbit_s(seed),
-            _percent(_ratio(seed, seeds.STREAM_PEAK_MBIT_S)),
+            _percent(ratio(seed, seeds.STREAM_PEAK_MBIT_S)),
         )
     return [by_size, by_sndbuf]
 
@@ -270,10 +267,6 @@ def _rpc_table(result: dict) -> list[Table]:
             f"{seed:g}" if seed else DASH,
         )
     return [table]
-
-
-def _ratio(numerator: float | None, denominator: float | None) -> float | None:
-    return numerator / denominator if numerator is not None and denominator else None
 
 
 def notes(results: dict) -> list[str]:
@@ -373,7 +366,7 @@ def _stream_notes(result: dict) -> list[str]:
         )
     lines = [
         (
-            f"128-byte writes with Nagle off stream at {_percent(_ratio(off, on))} of Nagle on "
+            f"128-byte writes with Nagle off stream at {_percent(ratio(off, on))} of Nagle on "
             f"(seed: {_percent(seed_off / seed_on)}). {why}"
         ),
     ]
@@ -381,7 +374,7 @@ def _stream_notes(result: dict) -> list[str]:
     limited, autotuned = by_sndbuf[4096], by_sndbuf[None]
     lines.append(
         f"SO_SNDBUF=4096 (the kernel makes it {limited['sndbuf']} bytes): "
-        f"{_percent(_ratio(_median(limited), _median(autotuned)))} of the autotuned stream, each 64 KiB write "
+        f"{_percent(ratio(_median(limited), _median(autotuned)))} of the autotuned stream, each 64 KiB write "
         f"waiting up to {format_duration_us(limited['write_us_p99'])} (p99) for room (seed, a 4 KB window "
         f"on 1 Gbit/s: {_percent(seeds.STREAM_BY_WINDOW_MBIT_S[4096] / seeds.STREAM_PEAK_MBIT_S)} of peak). "
         f"Autotuning grew the buffer to {format_bytes(autotuned['sndbuf'])}; setting SO_SNDBUF at all turns "

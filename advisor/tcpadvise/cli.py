@@ -8,14 +8,14 @@ from rich.console import Console
 
 from .ab import MAX_SEED, build_ab_report, experiment_config, parse_arms
 from .advice import advise
-from .bench import BENCH_SERVER_PORT, run_bench, serve, write_outputs
+from .bench import BENCH_SERVER_PORT, prepare_plot_directory, run_bench, serve, write_outputs
 from .bench_netns import PROFILES
 from .bench_render import ProgressBar, render_summary, summary_console
 from .bench_suites import SUITE_NAMES, Settings
 from .calibration import load_calibration
 from .errors import BadInputError, TcpadviseError
 from .metrics import METRICS
-from .policy import BUILTIN_POLICIES, POLICY_FILE, check_config
+from .policy import BUILTIN_POLICIES, check_config
 from .policyconfig import write_policy_config
 from .record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
 from .render import render_ab_text, render_json, render_text
@@ -157,17 +157,18 @@ def record_command(
     \b
     Exit status: CMD's own, 128+N if it was killed by signal N; 127 if CMD
     is not found, 126 if it cannot be run, 125 if tcpadvise itself cannot
-    set up the run (no shim found, DIR not writable).
+    set up the run (no shim found, DIR or DIR/policy.yaml not writable);
+    2, before CMD runs, for bad options, a --policy that is neither a
+    built-in name nor a valid config, or a bad --ab.
     """
+    if seed is not None and ab_arms is None:
+        raise click.UsageError("--seed is the seed of --ab's draws: it needs --ab")
+    experiment = None
     if ab_arms is not None:
         if policy is not None:
             raise click.UsageError("--ab and --policy exclude each other (an experiment's arms carry the policies)")
-        arms = parse_arms(ab_arms)  # before anything is written
-        out_dir.mkdir(parents=True, exist_ok=True)
-        experiment_file = out_dir / POLICY_FILE
-        experiment_file.write_text(experiment_config(arms, seed))
-        policy = str(experiment_file)
-    manifest = record(command, out_dir, interval, warn=_warn, policy=policy)
+        experiment = experiment_config(parse_arms(ab_arms), seed)
+    manifest = record(command, out_dir, interval, warn=_warn, policy=policy, experiment=experiment)
     click.echo(summary_line(out_dir), err=True)
     ctx.exit(manifest["exit_status"])
 
@@ -313,11 +314,12 @@ def rules_list_command(rule_files: tuple[Path, ...]) -> None:
     """
     rules = load_rulebook(rule_files).rules
     width = max(len(rule.id) for rule in rules)
+    builtin_origins = {str(path) for path in builtin_rule_files()}
     for rule in rules:
         severity = rule.data["severity"]
         levels = [severity] if isinstance(severity, str) else [entry["level"] for entry in severity]
         seeds = [seed[:3] for seed in rule.data["source"].get("seeds", [])]
-        origin = "" if rule.origin in _builtin_origins() else f"  (from {rule.origin})"
+        origin = "" if rule.origin in builtin_origins else f"  (from {rule.origin})"
         click.echo(
             f"{rule.id:<{width}}  {'/'.join(levels):<8}  {rule.subject:<5}  "
             f"{','.join(seeds) or 'note':<7}  {rule.data['title']}{origin}"
@@ -547,9 +549,11 @@ def bench_command(
     intervals).
 
     Exit status: 0; 2 for bad options or --link without root; 1 if a run
-    fails (the message names the arm).
+    fails (the message names the arm) or FILE or DIR cannot be written.
     """
     settings = Settings(tuple(name for name in SUITE_NAMES if name in suites) or SUITE_NAMES, runs, rounds, seconds)
+    if plot_dir is not None:
+        prepare_plot_directory(plot_dir)
     with ProgressBar(Console(stderr=True)) as progress:
         result = run_bench(settings, progress, target=target, link=link)
     results_path = write_outputs(result, calibration_path)
@@ -608,10 +612,6 @@ def config_check_command(file: Path) -> None:
         click.echo(line, err=not check.ok)
     if not check.ok:
         raise SystemExit(2)
-
-
-def _builtin_origins() -> set[str]:
-    return {str(path) for path in builtin_rule_files()}
 
 
 def _warn(message: str) -> None:

@@ -40,6 +40,12 @@ class BinaryInfo:
     static: bool
     go: bool
 
+    @classmethod
+    def of_manifest(cls, manifest: dict) -> "BinaryInfo":
+        """The "binary" of a record.json's data."""
+        binary = manifest["binary"]
+        return cls(path=binary["path"], static=binary["static"], go=binary["go"])
+
 
 @dataclass(frozen=True)
 class ElfFacts:

@@ -42,21 +42,29 @@ class InvalidTraceError(BadInputError):
     """A tcpadvise file that fails validation against its schema."""
 
 
-class ConfigError(BadInputError):
+class FileProblemsError(BadInputError):
+    """A file with mistakes, each one line "FILE:LINE:COLUMN: message"."""
+
+    # After the first mistake, how many others there are and the command that lists them all.
+    more = ""
+
+    @classmethod
+    def from_problems(cls, problems: list[str], file: str = "FILE") -> "FileProblemsError":
+        """The error for every mistake in `file`: one line, the first of them and `more`."""
+        others = len(problems) - 1
+        return cls(problems[0] + (cls.more.format(count=others, file=file) if others else ""))
+
+
+class ConfigError(FileProblemsError):
     """A policy config (or --policy value) the shim would not accept."""
 
+    more = " (and {count} more; see tcpadvise config check {file})"
 
-class RulesError(BadInputError):
-    """A rule file cannot be read or breaks the rule format; `problems` lists every mistake.
 
-    Each problem is one line "FILE:LINE:COLUMN: message"; the message names
-    the first and how many more there are.
-    """
+class RulesError(FileProblemsError):
+    """A rule file cannot be read or breaks the rule format."""
 
-    def __init__(self, problems: list[str]):
-        more = f" ({len(problems) - 1} more; 'tcpadvise rules check FILE' lists them)" if len(problems) > 1 else ""
-        super().__init__(problems[0] + more)
-        self.problems = problems
+    more = " ({count} more; 'tcpadvise rules check FILE' lists them)"
 
 
 class BadCalibrationError(BadInputError):

@@ -27,6 +27,7 @@ from . import hist
 from .elfinfo import BinaryInfo, blind_spot
 from .report import Report, merge_sockets
 from .traces import Manifest
+from .units import ratio
 
 SCOPE, RUN = "scope", "run"
 
@@ -73,8 +74,7 @@ class Run:
 
     @property
     def binary(self) -> BinaryInfo:
-        binary = self.manifest.data["binary"]
-        return BinaryInfo(path=binary["path"], static=binary["static"], go=binary["go"])
+        return BinaryInfo.of_manifest(self.manifest.data)
 
     @property
     def program(self) -> str:
@@ -170,10 +170,6 @@ def _merged_tcp_info(infos: list[dict]) -> dict:
     return merged
 
 
-def _ratio(numerator, denominator):
-    return None if numerator is None or not denominator else numerator / denominator
-
-
 def _percentile(section: str, histogram: str, fraction: float) -> Callable[[Scope], float | None]:
     return lambda scope: hist.percentile(scope.merged[section][histogram], fraction)
 
@@ -196,7 +192,7 @@ def _app_flag(option: str) -> Callable[[Scope], bool | None]:
 
 def _burst_mean_bytes(scope: Scope) -> float | None:
     # writes.bytes and bursts.count are exact (a histogram's sum is an estimate for burst sizes).
-    return _ratio(scope.merged["writes"]["bytes"], scope.merged["bursts"]["count"])
+    return ratio(scope.merged["writes"]["bytes"], scope.merged["bursts"]["count"])
 
 
 def _burst_segments(scope: Scope) -> int | None:
@@ -217,7 +213,7 @@ def _bursts_same_size(scope: Scope) -> bool | None:
 
 
 def _bytes_per_sndbuf(scope: Scope) -> float | None:
-    return _ratio(
+    return ratio(
         hist.percentile(scope.merged["bursts"]["bytes"], 0.5), scope.merged["options"].get("sndbuf")
     )
 
@@ -394,7 +390,7 @@ METRICS = _catalogue(
         "fraction",
         SCOPE,
         "bursts.last_segment_bytes as a share of tcp.snd_mss.",
-        lambda scope: _ratio(_last_segment_bytes(scope), scope.merged["tcp_info"].get("snd_mss")),
+        lambda scope: ratio(_last_segment_bytes(scope), scope.merged["tcp_info"].get("snd_mss")),
     ),
     Metric(
         "bursts.bytes_per_sndbuf",
@@ -410,14 +406,14 @@ METRICS = _catalogue(
         "us",
         SCOPE,
         "Median turn time.",
-        lambda scope: _ratio(hist.percentile(scope.merged["turns"]["ns"], 0.5), 1000),
+        lambda scope: ratio(hist.percentile(scope.merged["turns"]["ns"], 0.5), 1000),
     ),
     Metric(
         "turns.p99_us",
         "us",
         SCOPE,
         "99th percentile of the turn time.",
-        lambda scope: _ratio(hist.percentile(scope.merged["turns"]["ns"], 0.99), 1000),
+        lambda scope: ratio(hist.percentile(scope.merged["turns"]["ns"], 0.99), 1000),
     ),
     # Reads.
     Metric("reads.calls", "count", SCOPE, "Read calls.", lambda scope: scope.merged["reads"]["calls"]),
@@ -432,7 +428,7 @@ METRICS = _catalogue(
         "ratio",
         SCOPE,
         "tcp.rttvar_us over tcp.rtt_us.",
-        lambda scope: _ratio(_tcp("rttvar_us")(scope), _tcp("rtt_us")(scope)),
+        lambda scope: ratio(_tcp("rttvar_us")(scope), _tcp("rtt_us")(scope)),
     ),
     Metric(
         "tcp.snd_mss",
@@ -447,7 +443,7 @@ METRICS = _catalogue(
         "ratio",
         SCOPE,
         "Data segments sent per write call: near 1 when every write leaves as its own segment.",
-        lambda scope: _ratio(_tcp("data_segs_out")(scope), scope.merged["writes"]["calls"]),
+        lambda scope: ratio(_tcp("data_segs_out")(scope), scope.merged["writes"]["calls"]),
     ),
     Metric("tcp.total_retrans", "count", SCOPE, "Segments retransmitted.", _tcp("total_retrans")),
     Metric(
@@ -455,7 +451,7 @@ METRICS = _catalogue(
         "fraction",
         SCOPE,
         "tcp.total_retrans over tcp.data_segs_out.",
-        lambda scope: _ratio(_tcp("total_retrans")(scope), _tcp("data_segs_out")(scope)),
+        lambda scope: ratio(_tcp("total_retrans")(scope), _tcp("data_segs_out")(scope)),
     ),
     Metric(
         "tcp.busy_time_us",
@@ -469,14 +465,14 @@ METRICS = _catalogue(
         "fraction",
         SCOPE,
         "Share of busy time stalled by a full send buffer.",
-        lambda scope: _ratio(_tcp("sndbuf_limited_us")(scope), _tcp("busy_time_us")(scope)),
+        lambda scope: ratio(_tcp("sndbuf_limited_us")(scope), _tcp("busy_time_us")(scope)),
     ),
     Metric(
         "tcp.rwnd_limited_share",
         "fraction",
         SCOPE,
         "Share of busy time stalled by the peer's receive window.",
-        lambda scope: _ratio(_tcp("rwnd_limited_us")(scope), _tcp("busy_time_us")(scope)),
+        lambda scope: ratio(_tcp("rwnd_limited_us")(scope), _tcp("busy_time_us")(scope)),
     ),
     # Memory of socket buffers.
     Metric(

@@ -9,10 +9,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import ConfigError, RecordError
+from .policyconfig import BUILTIN_SETTINGS, CONFIG_VERSION
 from .shim import find_shim
 
-BUILTIN_POLICIES = ("observe", "nodelay", "cork", "coalesce")
+BUILTIN_POLICIES = tuple(BUILTIN_SETTINGS)
 CHECKER_NAME = "tcpadvise-config-check"
 POLICY_FILE = "policy.yaml"
 
@@ -35,13 +36,28 @@ def check_config(path: Path) -> ConfigCheck:
     if not checker.is_file():
         raise ConfigError(f"{CHECKER_NAME} not found beside the shim ({checker}); rebuild tcpadvise")
     # The checker quotes the file, which may hold bytes that are not UTF-8.
-    result = subprocess.run([str(checker), str(path)], capture_output=True, text=True, errors="replace")
+    result = subprocess.run(
+        [str(checker), str(path)], capture_output=True, text=True, errors="replace", check=False
+    )
     return ConfigCheck(ok=result.returncode == 0, lines=result.stdout.splitlines())
 
 
 def builtin_config(name: str) -> str:
     """The config a built-in policy name stands for: that policy on every socket."""
-    return f"# tcpadvise record --policy {name}\nversion: 1\nrules:\n  - name: {name}\n    policy: {name}\n"
+    return (
+        f"# tcpadvise record --policy {name}\nversion: {CONFIG_VERSION}\n"
+        f"rules:\n  - name: {name}\n    policy: {name}\n"
+    )
+
+
+def write_policy_file(out_dir: Path, config: str) -> Path:
+    """Write `config` to OUT_DIR/policy.yaml, where record keeps the config a run used; return that path."""
+    path = out_dir / POLICY_FILE
+    try:
+        path.write_text(config)
+    except OSError as error:
+        raise RecordError(f"{path}: cannot write the policy config ({error.strerror})") from None
+    return path
 
 
 def resolve_policy(value: str, out_dir: Path) -> Path:
@@ -51,16 +67,12 @@ def resolve_policy(value: str, out_dir: Path) -> Path:
     shim's parser first, so that a mistake stops the run instead of leaving
     it silently observe-only."""
     if value in BUILTIN_POLICIES:
-        path = out_dir / POLICY_FILE
-        path.write_text(builtin_config(value))
-        return path.resolve()
+        return write_policy_file(out_dir, builtin_config(value)).resolve()
     path = Path(value)
     if not path.exists():
         names = ", ".join(BUILTIN_POLICIES)
         raise ConfigError(f"--policy {value}: neither a built-in policy ({names}) nor a file")
     check = check_config(path)
     if not check.ok:
-        first = check.lines[0] if check.lines else f"{path}: invalid"
-        more = f" (and {len(check.lines) - 1} more; see tcpadvise config check {path})" if len(check.lines) > 1 else ""
-        raise ConfigError(f"{first}{more}")
+        raise ConfigError.from_problems(check.lines or [f"{path}: invalid"], str(path))
     return path.resolve()

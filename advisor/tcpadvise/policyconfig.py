@@ -32,11 +32,6 @@ MAX_NAME_LENGTH = 127
 _GLOB_SPECIAL = "*?[\\"
 
 
-def policy_config(findings: list[dict]) -> dict:
-    """The config: {"version": 1, "rules": [{"name", "match", "policy"}, ...]}, most severe scope first."""
-    return {"version": CONFIG_VERSION, "rules": scope_rules(findings)[:MAX_RULES]}
-
-
 def scope_rules(findings: list[dict]) -> list[dict]:
     """One config rule per scope whose findings' policies do something, however many."""
     settings_by_scope: dict[tuple, dict] = {}
@@ -63,8 +58,10 @@ def scope_rules(findings: list[dict]) -> list[dict]:
 
 
 def write_policy_config(path: Path, findings: list[dict]) -> dict:
-    """Write the config as YAML, each rule under a comment naming its findings; return the config."""
-    config = policy_config(findings)
+    """Write the config as YAML, each rule under a comment naming its findings; return the config:
+    {"version": 1, "rules": [{"name", "match", "policy"}, ...]}, most severe scope first."""
+    rules = scope_rules(findings)
+    config = {"version": CONFIG_VERSION, "rules": rules[:MAX_RULES]}
     lines = [
         "# tcpadvise policy config (docs/policy-config.md), written by 'tcpadvise report --emit-policy'.",
         "# Try it: tcpadvise record --policy THIS-FILE -- COMMAND",
@@ -75,7 +72,7 @@ def write_policy_config(path: Path, findings: list[dict]) -> dict:
         lines.append(f"  # {rule['name']}")
         dumped = yaml.safe_dump([rule], default_flow_style=None, sort_keys=False, width=1000)
         lines.extend(f"  {line}" for line in dumped.splitlines())
-    left_out = len(scope_rules(findings)) - len(config["rules"])
+    left_out = len(rules) - len(config["rules"])
     if left_out > 0:
         lines.append(f"# {left_out} more scope(s) left out: a config holds at most {MAX_RULES} rules.")
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .elfinfo import blind_spot, inspect_executable, resolve_command
 from .errors import CommandNotExecutableError, RecordError, TcpadviseError
-from .policy import resolve_policy
+from .policy import resolve_policy, write_policy_file
 from .shim import find_shim
 from .traces import RECORD_FILE, RECORD_SCHEMA, load_inputs
 
@@ -26,11 +26,14 @@ def record(
     interval: float,
     warn: Callable[[str], None],
     policy: str | None = None,
+    experiment: str | None = None,
 ) -> dict:
     """Run `command` with the shim preloaded, wait for it, write and return the record manifest.
 
     `warn` gets one sentence before the run if the shim cannot see the binary.
     `policy` is a built-in policy name or a config file (docs/policy-config.md).
+    `experiment`, instead of `policy`, is the text of a config (ab.experiment_config)
+    to save as OUT_DIR/policy.yaml and apply.
     The manifest's exit_status is the command's (128+N when killed by signal N).
     """
     shim = find_shim()
@@ -44,6 +47,9 @@ def record(
     except OSError as error:
         raise RecordError(f"{out_dir}: cannot create the output directory ({error.strerror})") from None
     environment = shim_environment(os.environ, shim, out_dir.resolve(), interval)
+    if experiment is not None:
+        # Written only now, so that a command not found leaves no policy.yaml behind.
+        policy = str(write_policy_file(out_dir, experiment))
     if policy is not None:
         environment["TCPADVISE_CONFIG"] = str(resolve_policy(policy, out_dir))
     started = time.time_ns()

@@ -73,7 +73,7 @@ def _identity_cells(item: dict) -> Cells:
         "connection": [item["role"], _endpoint(item["local"]), f"→ {_endpoint(item['peer'])}"],
         "conns": [str(item["connections"]), "open" if item["open"] else "closed"],
         "nodelay": [
-            DASH if nodelay is None else ("on" if nodelay else "off"),
+            format_value(nodelay, "bool"),
             *(["set by app"] if "TCP_NODELAY" in item["options_set"] else []),
         ],
     }

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from . import hist
 from .elfinfo import BinaryInfo, blind_spot
 from .traces import Inputs, Manifest, Trace
+from .units import ns_to_us
 
 REPORT_SCHEMA = "tcpadvise.report/1"
 _FIGURE_SECTIONS = ("writes", "bursts", "turns", "reads", "errors")
@@ -116,8 +117,8 @@ def socket_figures(socket: dict) -> dict:
         },
         "turns": {
             "count": turns["count"],
-            "p50_us": _microseconds(hist.percentile(turns["ns"], 0.5)),
-            "p99_us": _microseconds(hist.percentile(turns["ns"], 0.99)),
+            "p50_us": ns_to_us(hist.percentile(turns["ns"], 0.5)),
+            "p99_us": ns_to_us(hist.percentile(turns["ns"], 0.99)),
         },
         "reads": {
             "calls": reads["calls"],
@@ -178,8 +179,7 @@ def _trace_warnings(trace: Trace) -> list[str]:
 
 def _silent_run_warning(manifest: Manifest) -> str:
     data = manifest.data
-    binary = BinaryInfo(path=data["binary"]["path"], static=data["binary"]["static"], go=data["binary"]["go"])
-    reason = blind_spot(binary) or "it made no TCP connection through libc"
+    reason = blind_spot(BinaryInfo.of_manifest(data)) or "it made no TCP connection through libc"
     return (
         f"'{shlex.join(data['command'])}' ran (exit status {data['exit_status']}) "
         f"but no TCP call was intercepted: {reason}"
@@ -198,10 +198,6 @@ def _merge_values(values: list):
 
 def _percentile(histogram: dict, fraction: float) -> float | None:
     return _rounded(hist.percentile(histogram, fraction))
-
-
-def _microseconds(nanoseconds: float | None) -> float | None:
-    return None if nanoseconds is None else round(nanoseconds / 1000, 3)
 
 
 def _rounded(value: float | None) -> float | None:

@@ -91,7 +91,7 @@ def load_rulebook(extra_files: Iterable[Path] = ()) -> Rulebook:
     """The built-in rules, then those of `extra_files` (replacing built-in ones of the same id)."""
     rules, problems = _load_files([*builtin_rule_files(), *extra_files])
     if problems:
-        raise RulesError(problems)
+        raise RulesError.from_problems(problems)
     return Rulebook(rules)
 
 

@@ -89,11 +89,14 @@ def input_files(paths: Iterable[Path]) -> list[Path]:
     files: dict[Path, Path] = {}
     for path in paths:
         if path.is_dir():
-            found = sorted(
-                entry
-                for entry in path.iterdir()
-                if entry.suffix == ".json" and not entry.name.startswith(".") and entry.is_file()
-            )
+            try:
+                found = sorted(
+                    entry
+                    for entry in path.iterdir()
+                    if entry.suffix == ".json" and not entry.name.startswith(".") and entry.is_file()
+                )
+            except OSError as error:
+                raise BadInputError(f"{path}: cannot read ({error.strerror})") from None
             if not found:
                 raise NoTracesError(
                     f"{path}: no traces here (the shim writes <program>.<pid>.json, "

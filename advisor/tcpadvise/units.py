@@ -1,8 +1,11 @@
 """Figures as people read them: bytes, durations, shares, counts.
 
 One place for every unit a report shows, so that the socket table, the
-findings and the rule texts write the same value the same way.
+findings, the rule texts and the bench tables write the same value the same way.
 """
+
+import math
+from collections.abc import Callable
 
 # The units a metric or a calibration field can have.
 UNITS = ("bytes", "us", "count", "ratio", "fraction", "bool", "text", "mbit_s")
@@ -10,6 +13,13 @@ UNITS = ("bytes", "us", "count", "ratio", "fraction", "bool", "text", "mbit_s")
 NUMERIC_UNITS = frozenset({"bytes", "us", "count", "ratio", "fraction", "mbit_s"})
 DASH = "-"
 _EXACT_BYTES_BELOW = 64 * 1024
+# (below this many µs, unit, decimals, microseconds in that unit)
+_DURATION_UNITS = (
+    (1, "ns", 0, lambda microseconds: microseconds * 1000),
+    (1000, "µs", 1, lambda microseconds: microseconds),
+    (1_000_000, "ms", 1, lambda microseconds: microseconds / 1000),
+    (math.inf, "s", 2, lambda microseconds: microseconds / 1_000_000),
+)
 
 
 def format_value(value, unit: str) -> str:
@@ -48,16 +58,31 @@ def format_bytes(count: float | None) -> str:
 def format_duration_us(microseconds: float | None) -> str:
     if microseconds is None:
         return DASH
-    if microseconds < 1:
-        return f"{microseconds * 1000:.0f} ns"
-    if microseconds < 1000:
-        return f"{microseconds:.1f} µs"
-    if microseconds < 1_000_000:
-        return f"{microseconds / 1000:.1f} ms"
-    return f"{microseconds / 1_000_000:.2f} s"
+    unit, decimals, convert = _duration_unit(microseconds)
+    return f"{convert(microseconds):.{decimals}f} {unit}"
+
+
+def duration_unit(microseconds: float) -> tuple[str, Callable[[float], float]]:
+    """The unit format_duration_us writes `microseconds` in, and how to convert microseconds to it."""
+    unit, _, convert = _duration_unit(microseconds)
+    return unit, convert
+
+
+def _duration_unit(microseconds: float) -> tuple[str, int, Callable[[float], float]]:
+    return next((unit, decimals, convert) for below, unit, decimals, convert in _DURATION_UNITS if microseconds < below)
 
 
 def format_number(value: float | None) -> str:
     if value is None:
         return DASH
     return f"{value:g}" if isinstance(value, float) and not value.is_integer() else f"{int(value)}"
+
+
+def ns_to_us(nanoseconds: float | None) -> float | None:
+    """Nanoseconds as microseconds to the nanosecond, as the JSON documents give times; None stays None."""
+    return None if nanoseconds is None else round(float(nanoseconds) / 1000, 3)
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """numerator / denominator, or None when either is unknown or the denominator is 0."""
+    return None if numerator is None or not denominator else numerator / denominator
