@@ -10,6 +10,12 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from testlib import burst_server_factory  # noqa: E402
 
 
+def pytest_configure(config):
+    # make test-tsan runs the marked cases of tests/e2e and tests/conformance
+    # under ThreadSanitizer, except those with "signal" in their names.
+    config.addinivalue_line("markers", "thread: a case with threads (the program's or the shim's) or signal handlers")
+
+
 @pytest.fixture
 def server_factory():
     """Starts burst servers (server_factory(*args, env=...)) and stops them after the test."""

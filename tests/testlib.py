@@ -1,5 +1,6 @@
 """Shared by the test suites: the built shim, the project's own programs,
-and a way to run them under the shim and read back their traces.
+a way to run them under the shim (and a policy) and read back their traces,
+and the tcpadvise command line run in-process.
 
 TCPADVISE_BUILD names the build directory (default: build/ at the repo
 root); TCPADVISE_PRELOAD_FIRST names a runtime to preload ahead of the shim
@@ -11,6 +12,9 @@ import subprocess
 import time
 
 import jsonschema
+from click.testing import CliRunner
+
+from tcpadvise.cli import cli
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("TCPADVISE_BUILD", REPO / "build"))
@@ -36,6 +40,39 @@ def shim_env(out_dir, interval=None, **extra):
         env["TCPADVISE_INTERVAL"] = str(interval)
     env.update(extra)
     return env
+
+
+def policy_env(tmp_path, policy, rule=None):
+    """The shim's environment under a policy config, and tmp_path/traces, where
+    its traces go. policy: a config file (a Path, used as it is) or the
+    `policy:` value of one rule for every socket (a built-in name or a flow
+    mapping such as "{nodelay: true, coalesce: {}}"), named rule if given,
+    written to tmp_path/policy.yaml."""
+    if not isinstance(policy, pathlib.Path):
+        config = tmp_path / "policy.yaml"
+        name = f"name: {rule}\n    " if rule else ""
+        config.write_text(f"version: 1\nrules:\n  - {name}policy: {policy}\n")
+        policy = config
+    traces = tmp_path / "traces"
+    traces.mkdir(exist_ok=True)
+    return shim_env(traces, TCPADVISE_CONFIG=str(policy)), traces
+
+
+def invoke(*args, env=None):
+    """Runs the tcpadvise command line in-process (arguments may be paths)."""
+    return CliRunner().invoke(cli, [str(arg) for arg in args], env=env)
+
+
+def assert_one_line_error(result, exit_code, fragment, stdout_empty=True):
+    """A CliRunner result that failed as the CLI promises: one `tcpadvise: error:`
+    line naming fragment, exit_code, and no exception let through (a traceback)."""
+    assert result.exit_code == exit_code, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert not stdout_empty or result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("tcpadvise: error: ") and fragment in lines[0], lines[0]
+    assert "Traceback" not in result.output
 
 
 def assert_no_sanitizer_report(stderr):
@@ -68,15 +105,22 @@ def sockets(trace, role=None):
     return [s for s in trace["sockets"] if role is None or s["role"] == role]
 
 
+def start_listening(cmd, env=None):
+    """Starts a server that prints "listening PORT" first (burst, conform_peer,
+    the scenarios); returns the process, its stdout open for the rest, and the port."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("listening "):
+        proc.kill()  # reading its stderr to the end must not wait for a server that hangs
+        raise AssertionError(line + proc.communicate(timeout=10)[1])
+    return proc, int(line.split()[1])
+
+
 class Server:
     """A burst server process; the port it listens on is read from its stdout."""
 
     def __init__(self, args, env=None):
-        self.proc = subprocess.Popen([prog("burst"), "server", "--port", "0", *args], env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        assert line.startswith("listening "), line + self.proc.stderr.read()
-        self.port = int(line.split()[1])
+        self.proc, self.port = start_listening([prog("burst"), "server", "--port", "0", *args], env)
 
     def stop(self):
         self.proc.terminate()

@@ -3,14 +3,12 @@ handling of bad input; the end-to-end runs are in tests/e2e/test_experiments.py.
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from tcpadvise.ab import MIN_CONNECTIONS, build_ab_report, experiment_config, parse_arms
-from tcpadvise.cli import cli
 from tcpadvise.errors import BadInputError
 from tcpadvise.policy import check_config
 from tcpadvise.traces import Inputs, Trace
-from testlib import shim_path
+from testlib import invoke, shim_path
 
 FIELDS = ["arm", "turns", "turn_p50_ns", "turn_mean_ns", "bytes", "duration_ns", "calls", "errors", "data_segs_out"]
 
@@ -96,21 +94,20 @@ def test_several_experiments_need_a_choice():
 def test_cli_record_ab_writes_the_experiment_and_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("TCPADVISE_SHIM", str(shim_path()))
     out = tmp_path / "trial"
-    result = CliRunner().invoke(cli, ["record", "-o", str(out), "--ab", "control=observe,treat=cork", "--seed", "8",
-                                      "--", "true"])
+    result = invoke("record", "-o", str(out), "--ab", "control=observe,treat=cork", "--seed", "8",
+                    "--", "true")
     assert result.exit_code == 0, result.output
     assert (out / "policy.yaml").read_text() == experiment_config(parse_arms("control=observe,treat=cork"), 8)
     assert json.loads((out / "record.json").read_text())["policy"] == str(out / "policy.yaml")
 
 
 def test_cli_errors_are_one_line(tmp_path):
-    runner = CliRunner()
-    empty = runner.invoke(cli, ["ab", "report", str(tmp_path)])
+    empty = invoke("ab", "report", str(tmp_path))
     assert empty.exit_code == 2 and "Traceback" not in empty.output
-    bad_ab = runner.invoke(cli, ["record", "-o", str(tmp_path / "o"), "--ab", "control=observe", "--", "true"])
+    bad_ab = invoke("record", "-o", str(tmp_path / "o"), "--ab", "control=observe", "--", "true")
     assert bad_ab.exit_code == 2 and "at least two arms" in bad_ab.output
-    both = runner.invoke(cli, ["record", "--ab", "a=observe,b=cork", "--policy", "cork", "--", "true"])
+    both = invoke("record", "--ab", "a=observe,b=cork", "--policy", "cork", "--", "true")
     assert both.exit_code == 2 and "exclude each other" in both.output
-    bad_seed = runner.invoke(cli, ["record", "-o", str(tmp_path / "s"), "--ab", "a=observe,b=cork", "--seed", "-1",
-                                   "--", "true"])
+    bad_seed = invoke("record", "-o", str(tmp_path / "s"), "--ab", "a=observe,b=cork", "--seed", "-1",
+                      "--", "true")
     assert bad_seed.exit_code == 2 and not (tmp_path / "s").exists()

@@ -1,9 +1,7 @@
 import json
 
 import pytest
-from click.testing import CliRunner
-
-from tcpadvise.cli import cli
+from testlib import assert_one_line_error, invoke
 
 from .conftest import make_manifest, make_socket, make_trace, write_json, write_trace
 
@@ -11,20 +9,6 @@ from .conftest import make_manifest, make_socket, make_trace, write_json, write_
 def write_text(path, text):
     path.write_text(text)
     return path
-
-
-def invoke(*args):
-    return CliRunner().invoke(cli, list(args))
-
-
-def assert_one_line_error(result, exit_code, fragment):
-    assert result.exit_code == exit_code, result.output
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("tcpadvise: error: ")
-    assert fragment in lines[0]
-    assert "Traceback" not in result.output
 
 
 @pytest.mark.parametrize("command", [[], ["record"], ["report"]])

@@ -3,12 +3,10 @@ built beside the shim (tests skip without a build)."""
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from tcpadvise.cli import cli
 from tcpadvise.errors import ConfigError
 from tcpadvise.policy import BUILTIN_POLICIES, builtin_config, check_config, resolve_policy
-from testlib import shim_path
+from testlib import invoke, shim_path
 
 pytestmark = pytest.mark.skipif(not shim_path().exists(), reason="needs the built shim and its config checker")
 
@@ -58,25 +56,24 @@ def test_cli_config_check_exit_codes(tmp_path):
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
     good.write_text(GOOD)
     bad.write_text(BAD)
-    runner = CliRunner()
-    ok = runner.invoke(cli, ["config", "check", str(good)])
+    ok = invoke("config", "check", str(good))
     assert ok.exit_code == 0 and "1 rule" in ok.output
-    failed = runner.invoke(cli, ["config", "check", str(bad)])
+    failed = invoke("config", "check", str(bad))
     assert failed.exit_code == 2 and "3:19: match.role" in failed.output
-    directory = runner.invoke(cli, ["config", "check", str(tmp_path)])
+    directory = invoke("config", "check", str(tmp_path))
     assert directory.exit_code == 2 and "is a directory" in directory.output
     latin1 = tmp_path / "latin1.yaml"
     latin1.write_bytes(b"version: 1\nrules:\n  - policy: coalesce\n    f\xe9e: 1\n")
-    odd = runner.invoke(cli, ["config", "check", str(latin1)])
+    odd = invoke("config", "check", str(latin1))
     assert odd.exit_code == 2 and "unknown key" in odd.output and "Traceback" not in odd.output
-    missing = runner.invoke(cli, ["config", "check", str(tmp_path / "none.yaml")])
+    missing = invoke("config", "check", str(tmp_path / "none.yaml"))
     assert missing.exit_code == 2 and missing.output.strip().endswith("no such file")
     assert "Traceback" not in missing.output
 
 
 def test_cli_record_with_a_builtin_policy_writes_and_names_it(tmp_path):
     out = tmp_path / "out"
-    result = CliRunner().invoke(cli, ["record", "-o", str(out), "--policy", "cork", "--", "true"])
+    result = invoke("record", "-o", str(out), "--policy", "cork", "--", "true")
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "record.json").read_text())
     assert manifest["policy"] == "cork"
@@ -85,7 +82,7 @@ def test_cli_record_with_a_builtin_policy_writes_and_names_it(tmp_path):
 
 def test_cli_record_refuses_a_bad_policy_before_running(tmp_path):
     marker = tmp_path / "ran"
-    result = CliRunner().invoke(cli, ["record", "-o", str(tmp_path / "o"), "--policy", "fastest", "--",
-                                      "touch", str(marker)])
+    result = invoke("record", "-o", str(tmp_path / "o"), "--policy", "fastest", "--",
+                    "touch", str(marker))
     assert result.exit_code == 2 and "neither a built-in policy" in result.output
     assert not marker.exists()

@@ -12,8 +12,9 @@ from tcpadvise.errors import CommandNotFoundError, ShimNotFoundError
 from tcpadvise.record import exit_status, record, shim_environment, summary_line
 from tcpadvise.report import build_report
 from tcpadvise.traces import Manifest, load_file, load_inputs
+from testlib import shim_path
 
-from .conftest import BUILT_SHIM, make_socket, make_trace, write_trace
+from .conftest import make_socket, make_trace, write_trace
 
 
 def run(command, out_dir, interval=5.0):
@@ -149,10 +150,10 @@ client.close(); peer.close(); server.close()
 
 
 @pytest.mark.skipif(
-    not BUILT_SHIM.is_file(), reason=f"the shim is not built ({BUILT_SHIM} missing): run cmake --build build"
+    not shim_path().is_file(), reason=f"the shim is not built ({shim_path()} missing): run cmake --build build"
 )
 def test_real_shim_records_loopback_traffic(tmp_path, monkeypatch):
-    monkeypatch.setenv("TCPADVISE_SHIM", str(BUILT_SHIM))
+    monkeypatch.setenv("TCPADVISE_SHIM", str(shim_path()))
     python = os.path.realpath(sys.executable)
     manifest, warnings = run([python, "-c", LOOPBACK_ROUND_TRIPS], tmp_path)
     assert manifest["exit_status"] == 0 and warnings == []

@@ -2,24 +2,17 @@
 (default: build/), found through the same variables a user would set."""
 
 import pytest
-from click.testing import CliRunner
-from tcpadvise.cli import cli
-from testlib import BUILD
+from testlib import BUILD, invoke, shim_path
 
 LOADGEN = BUILD / "bench" / "tcpadvise-loadgen"
-SHIM = BUILD / "preload" / "libtcpadvise.so"
-BUILT_ENV = {"TCPADVISE_LOADGEN": str(LOADGEN), "TCPADVISE_SHIM": str(SHIM)}
+BUILT_ENV = {"TCPADVISE_LOADGEN": str(LOADGEN), "TCPADVISE_SHIM": str(shim_path())}
 # As small as the suites go: one round trip per point after warm-up, a tenth of a second per stream.
 TINY = ["--runs", "2", "--rounds", "5", "--seconds", "0.1"]
 
 
-def invoke(*args, env=None):
-    return CliRunner().invoke(cli, list(args), env=env)
-
-
 @pytest.fixture(scope="session")
 def built():
-    if not LOADGEN.is_file() or not SHIM.is_file():
+    if not LOADGEN.is_file() or not shim_path().is_file():
         pytest.fail(
             f"build tcpadvise-loadgen and the shim first: cmake --build {BUILD} "
             "--target tcpadvise tcpadvise_config tcpadvise-loadgen"

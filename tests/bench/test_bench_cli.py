@@ -11,17 +11,9 @@ from tcpadvise import bench_netns, schemas
 from tcpadvise.bench import find_loadgen
 from tcpadvise.calibration import load_calibration
 from tcpadvise.errors import LoadgenNotFoundError
-from testlib import wait_for
+from testlib import assert_one_line_error, invoke, shim_path, wait_for
 
-from .conftest import LOADGEN, SHIM, TINY, invoke
-
-
-def assert_one_line_error(result, exit_code, fragment):
-    assert result.exit_code == exit_code, result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("tcpadvise: error: ") and fragment in lines[0], lines[0]
-    assert "Traceback" not in result.output
+from .conftest import LOADGEN, TINY
 
 
 @pytest.mark.parametrize("command", ["bench", "bench-server"])
@@ -70,7 +62,7 @@ def test_a_far_end_that_is_not_a_bench_server_names_the_arm(built, server_factor
 
 
 def test_loadgen_is_found_beside_the_shim(tmp_path):
-    assert find_loadgen({"TCPADVISE_SHIM": str(SHIM)}) == LOADGEN
+    assert find_loadgen({"TCPADVISE_SHIM": str(shim_path())}) == LOADGEN
     with pytest.raises(LoadgenNotFoundError, match="TCPADVISE_LOADGEN names"):
         find_loadgen({"TCPADVISE_LOADGEN": str(tmp_path / "missing")})
 

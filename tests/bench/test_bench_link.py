@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 from tcpadvise import bench, bench_netns
+from testlib import invoke
 
-from .conftest import TINY, invoke
+from .conftest import TINY
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 

@@ -5,19 +5,16 @@ the driver saw what it sees without the shim, and that the shim's traces
 agree.
 
 CONFORM_SEED fixes the seed (default: a new one per session, shown in the
-header and in every failure). CONFORM_REQUIRE_POLICY=1 also demands that the
-traces carry the configured policy: set it once the policy engine is in, so
-that a policy silently not applied cannot pass."""
+header and in every failure). Every traced socket to the peer must carry the
+configured policy, so that a policy silently not applied cannot pass."""
 import json
 import os
 import random
-import subprocess
 import threading
 
-from testlib import BUILD, assert_no_sanitizer_report, load_traces, run, shim_env, sockets
+from testlib import BUILD, assert_no_sanitizer_report, load_traces, policy_env, run, sockets, start_listening
 
 SEED = int(os.environ.get("CONFORM_SEED") or random.SystemRandom().randrange(1, 2**31))
-REQUIRE_POLICY = os.environ.get("CONFORM_REQUIRE_POLICY") == "1"
 
 # The policy of each shimmed mode, as the config file's `policy:` value, and
 # the settings it must show in a trace.
@@ -48,22 +45,14 @@ class Mode:
         self.settings = set()
         if name in POLICIES:
             policy, self.settings = POLICIES[name]
-            config = tmp_path / "policy.yaml"
-            config.write_text(f"version: 1\nrules:\n  - policy: {policy}\n")
-            self.trace_dir = tmp_path / "traces"
-            self.trace_dir.mkdir()
-            self.env = shim_env(self.trace_dir, TCPADVISE_CONFIG=str(config))
+            self.env, self.trace_dir = policy_env(tmp_path, policy)
 
 
 class Peer:
     """A conform_peer; a thread collects its per-connection reports by client port."""
 
     def __init__(self, args):
-        self.proc = subprocess.Popen([conform_prog("conform_peer"), *map(str, args)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        assert line.startswith("listening "), line + self.proc.stderr.read()
-        self.port = int(line.split()[1])
+        self.proc, self.port = start_listening([conform_prog("conform_peer"), *map(str, args)])
         self._reports = {}
         self._arrived = threading.Condition()
         self._reader = threading.Thread(target=self._collect, daemon=True)
@@ -155,12 +144,10 @@ class Conformance:
             for sock in sockets(trace, "client"):
                 if sock["peer"]["port"] == out["peer_port"]:
                     self._check_policy(sock)
-        return [s["policy"]["counters"] for s in to_peer if "policy" in s]
+        return [s["policy"]["counters"] for s in to_peer]  # never empty: to_peer is not, and each has its policy
 
     def _check_policy(self, sock):
-        if "policy" not in sock:
-            assert not REQUIRE_POLICY, f"{self.mode.name}: a socket without its policy: {sock}"
-            return
+        assert "policy" in sock, f"{self.mode.name}: a socket without its policy: {sock}"
         settings = sock["policy"]["settings"]
         applied = {name for name in ("nodelay", "cork", "coalesce") if settings.get(name) not in (None, False)}
         assert applied == self.mode.settings, f"{self.mode.name}: the trace shows the policy {settings}"

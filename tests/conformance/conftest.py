@@ -5,10 +5,6 @@ import pytest
 from conformlib import MODES, SEED, Conformance, Mode
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "thread: a case with threads or signal handlers (run under TSan with -k thread)")
-
-
 def pytest_report_header(config):
     return f"conformance seed: {SEED} (CONFORM_SEED={SEED} repeats this run)"
 

@@ -3,15 +3,12 @@ connection, the traces carry each connection's outcome, and
 `tcpadvise ab report` names the winner only when there is one."""
 import json
 
-from click.testing import CliRunner
-
 from tcpadvise.ab import experiment_config, parse_arms
-from tcpadvise.cli import cli
-from testlib import client_json, load_traces, prog, run, shim_env
+from testlib import client_json, invoke, load_traces, prog, run, shim_env
 
 
 def ab_report(out, *options):
-    result = CliRunner().invoke(cli, ["ab", "report", "--format", "json", *options, str(out)])
+    result = invoke("ab", "report", "--format", "json", *options, out)
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 

@@ -6,16 +6,15 @@ import os
 import pathlib
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
 
 import pytest
 
 from testlib import REPO, client_json, holds_only, load_traces, prog, run, shim_env, shim_path, sockets, wait_for
 
 ROUNDS, WRITES, SIZE = 20, 15, 2
+thread = pytest.mark.thread
 
 
 def run_client(tmp_path, port, *args, **env_extra):
@@ -72,6 +71,7 @@ def test_nagle_delayed_ack_shows_in_turn_times(tmp_path, server_factory):
     assert turns["max"] > 20e6, turns
 
 
+@thread  # the snapshot thread
 def test_server_trace_counts_each_request_and_reply(tmp_path, server_factory):
     server = server_factory(env=shim_env(tmp_path, interval=0.1))
     did = client_json(run([prog("burst"), "client", "--port", str(server.port), "--rounds", str(ROUNDS)]))[0]
@@ -121,6 +121,7 @@ def test_probe_tracks_only_tcp_sockets(tmp_path):
     assert by_role["client"]["options_set"] == {"TCP_NODELAY": 1, "SO_SNDBUF": 1}
 
 
+@thread
 def test_threads_each_get_their_own_exact_counts(tmp_path, server_factory):
     server = server_factory()
     did = client_json(run_client(tmp_path, server.port, "--threads", "4", "--rounds", "30", "--writes", "5",
@@ -132,6 +133,7 @@ def test_threads_each_get_their_own_exact_counts(tmp_path, server_factory):
     assert group["turns"]["count"] == 4 * 30
 
 
+@thread
 def test_fork_child_and_parent_count_their_own_calls(tmp_path, server_factory):
     server = server_factory()
     result = run_client(tmp_path, server.port, "--rounds", "20", "--fork-rounds", "6", "--nodelay")
@@ -172,6 +174,7 @@ def test_bad_setting_warns_and_falls_back(tmp_path, server_factory):
     assert load_traces(tmp_path)
 
 
+@thread  # the snapshot thread
 def test_snapshots_are_replaced_atomically(tmp_path, server_factory):
     """A reader polling the trace while snapshots are rewritten every 10 ms
     always sees a whole document, and no temp file is left behind."""
@@ -270,6 +273,7 @@ def test_shim_exports_only_the_wrapped_libc_names():
         assert "libstdc++" not in needed
 
 
+@thread
 def test_signal_handler_opening_and_closing_sockets_never_deadlocks(tmp_path):
     """The handler interrupts the shim at random, also while it holds its
     socket table's lock; close and socket are async-signal-safe, so the

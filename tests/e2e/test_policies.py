@@ -3,25 +3,15 @@ docs/policy-config.md says, the bytes arrive intact (the server answers only
 complete requests), and the trace tells which rule ran and what it did."""
 import pytest
 
-from testlib import client_json, load_traces, prog, run, shim_env, sockets
+from testlib import client_json, load_traces, policy_env, prog, run, sockets
 
 ROUNDS, WRITES, SIZE = 100, 15, 2
+thread = pytest.mark.thread
 
 
-def config_file(tmp_path, text):
-    path = tmp_path / "policy.yaml"
-    path.write_text(text)
-    return path
-
-
-def builtin(tmp_path, name):
-    return config_file(tmp_path, f"version: 1\nrules:\n  - name: {name}-rule\n    policy: {name}\n")
-
-
-def run_client(tmp_path, port, config, *args):
-    out = tmp_path / "traces"
-    out.mkdir(exist_ok=True)
-    env = shim_env(out, TCPADVISE_CONFIG=str(config))
+def run_client(tmp_path, port, policy, *args, rule=None):
+    """The burst client under policy (see testlib.policy_env): what it did, its one socket's trace, its run."""
+    env, out = policy_env(tmp_path, policy, rule)
     result = run([prog("burst"), "client", "--port", str(port), "--rounds", str(ROUNDS), *args], env=env)
     did = client_json(result)[0]
     (sock,) = sockets(load_traces(out)[did["pid"]], "client")
@@ -31,7 +21,7 @@ def run_client(tmp_path, port, config, *args):
 @pytest.mark.parametrize("name", ["nodelay", "cork", "coalesce"])
 def test_policy_removes_the_delayed_ack_stall(tmp_path, server_factory, name):
     server = server_factory()
-    did, sock, _ = run_client(tmp_path, server.port, builtin(tmp_path, name))
+    did, sock, _ = run_client(tmp_path, server.port, name, rule=f"{name}-rule")
     assert did["rounds"] == ROUNDS and sock["reads"]["bytes"] == ROUNDS * 2  # every request answered
     assert sock["writes"]["calls"] == ROUNDS * WRITES  # the trace counts the application's writes
     assert sock["policy"]["rule"] == f"{name}-rule"
@@ -58,7 +48,7 @@ def test_policy_removes_the_delayed_ack_stall(tmp_path, server_factory, name):
 
 def test_observe_rule_changes_nothing_but_names_the_rule(tmp_path, server_factory):
     server = server_factory()
-    did, sock, _ = run_client(tmp_path, server.port, builtin(tmp_path, "observe"), "--rounds", "5")
+    did, sock, _ = run_client(tmp_path, server.port, "observe", "--rounds", "5", rule="observe-rule")
     assert did["round_us_median"] > 20000  # the stall is still there
     assert sock["policy"]["rule"] == "observe-rule"
     assert sock["policy"]["counters"]["flushes"] == {}
@@ -66,7 +56,8 @@ def test_observe_rule_changes_nothing_but_names_the_rule(tmp_path, server_factor
 
 def test_rules_match_on_peer_port_first_match_wins(tmp_path, server_factory):
     server = server_factory()
-    config = config_file(tmp_path, f"""version: 1
+    config = tmp_path / "rules.yaml"
+    config.write_text(f"""version: 1
 rules:
   - name: other-service
     match: {{peer_port: {server.port + 1}}}
@@ -86,38 +77,36 @@ rules:
 
 def test_application_setting_wins_and_is_recorded(tmp_path, server_factory):
     server = server_factory()
-    config = config_file(tmp_path, "version: 1\nrules:\n  - policy: {nodelay: true, cork: {}}\n")
-    did, sock, _ = run_client(tmp_path, server.port, config, "--cork")
+    did, sock, _ = run_client(tmp_path, server.port, "{nodelay: true, cork: {}}", "--cork")
     assert sock["options_set"]["TCP_CORK"] == 0  # the client corks and uncorks each request itself
     assert sock["policy"]["counters"]["corks"] <= 1  # the policy stepped aside
     assert any("TCP_CORK" in c for c in sock["policy"]["conflicts"])
     assert did["round_us_median"] < 5000
 
 
-def test_bad_config_warns_once_and_observes(tmp_path, server_factory):
+@pytest.mark.parametrize("policy, warning", [
+    pytest.param("fastest", "unknown policy 'fastest'", id="bad"),
+    pytest.param(None, "cannot read the file", id="missing"),  # None: a config file that does not exist
+])
+def test_bad_or_missing_config_warns_once_and_observes(tmp_path, server_factory, policy, warning):
     server = server_factory()
-    config = config_file(tmp_path, "version: 1\nrules:\n  - policy: fastest\n")
-    did, sock, result = run_client(tmp_path, server.port, config, "--rounds", "3", "--nodelay")
+    policy = tmp_path / "absent.yaml" if policy is None else policy
+    did, sock, result = run_client(tmp_path, server.port, policy, "--rounds", "3", "--nodelay")
     warnings = [line for line in result.stderr.splitlines() if line.startswith("tcpadvise: warning:")]
-    assert len(warnings) == 1 and "unknown policy 'fastest'" in warnings[0], result.stderr
+    assert result.stderr.count("tcpadvise: warning:") == len(warnings) == 1, result.stderr
+    assert warning in warnings[0], result.stderr
     assert "policy" not in sock
     assert did["rounds"] == 3
 
 
-def test_missing_config_warns_once_and_observes(tmp_path, server_factory):
-    server = server_factory()
-    did, sock, result = run_client(tmp_path, server.port, tmp_path / "absent.yaml", "--rounds", "3", "--nodelay")
-    assert result.stderr.count("tcpadvise: warning:") == 1 and "cannot read the file" in result.stderr
-    assert "policy" not in sock
-
-
+@thread  # the deadline thread flushes while the client sleeps
 def test_coalesce_deadline_sends_without_a_read(tmp_path, server_factory):
     """A burst the program never follows with a read still leaves within the
     deadline: the server answers it, which the client then reads."""
     server = server_factory()
-    config = config_file(tmp_path, "version: 1\nrules:\n  - policy: {coalesce: {max_delay_us: 300}}\n")
     # --think makes the client sleep between its last write and its read.
-    did, sock, _ = run_client(tmp_path, server.port, config, "--rounds", "20", "--think-us", "20000")
+    did, sock, _ = run_client(tmp_path, server.port, "{coalesce: {max_delay_us: 300}}", "--rounds", "20",
+                              "--think-us", "20000")
     counters = sock["policy"]["counters"]
     # Most bursts leave at the deadline, not at the read 20 ms later (a busy
     # machine may starve the deadline thread now and then).
@@ -125,16 +114,14 @@ def test_coalesce_deadline_sends_without_a_read(tmp_path, server_factory):
     assert did["rounds"] == 20
 
 
-@pytest.mark.parametrize("mode", ["thread", "self"])
+@pytest.mark.parametrize("mode", [pytest.param("thread", marks=thread), "self"])
 @pytest.mark.parametrize("name", ["observe", "cork", "coalesce"])
 def test_cancellation_still_interrupts_a_wrapped_read(tmp_path, name, mode):
     """The deadline thread of cork and coalesce lets the shim make a
     single-threaded program's calls straight to the kernel; the program's
     own pthread_create or pthread_cancel must bring glibc's cancellation
     points back before its read blocks, or the read never returns."""
-    out = tmp_path / "traces"
-    out.mkdir()
-    env = shim_env(out, TCPADVISE_CONFIG=str(builtin(tmp_path, name)))
+    env, _ = policy_env(tmp_path, name)
     result = run([prog("cancel"), mode], env=env, timeout=20)
     assert result.returncode == 0 and result.stdout == "cancelled\n", (result.stdout, result.stderr)
 
@@ -144,9 +131,7 @@ def test_main_thread_exit_ends_the_process(tmp_path, name):
     """A main thread that calls pthread_exit, with no other application
     thread left, ends the process with status 0, as without the shim: its
     deadline thread does not keep the process alive, and the trace is written."""
-    out = tmp_path / "traces"
-    out.mkdir()
-    env = shim_env(out, TCPADVISE_CONFIG=str(builtin(tmp_path, name)))
+    env, out = policy_env(tmp_path, name)
     result = run([prog("cancel"), "exit"], env=env, timeout=20)
     assert result.returncode == 0, result.stderr
     (trace,) = load_traces(out).values()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from testlib import REPO, assert_no_sanitizer_report, load_traces, shim_env, sockets, wait_for
+from testlib import REPO, assert_no_sanitizer_report, load_traces, policy_env, sockets, wait_for
 
 SCRIPTS = REPO / "scripts" / "realprogs"
 
@@ -42,11 +42,7 @@ class Shim:
             env = dict(os.environ)
             env.pop("LD_PRELOAD", None)
             return cls(env, None)
-        config = tmp_path / "policy.yaml"
-        config.write_text(f"version: 1\nrules:\n  - policy: {policy}\n")
-        traces = tmp_path / "traces"
-        traces.mkdir()
-        return cls(shim_env(traces, TCPADVISE_CONFIG=str(config)), traces)
+        return cls(*policy_env(tmp_path, policy))
 
     @property
     def active(self):

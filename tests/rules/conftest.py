@@ -5,13 +5,11 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from testlib import shim_path
+from testlib import invoke, shim_path  # noqa: F401 (the tests import invoke from here)
 
 from tcpadvise import schemas
 from tcpadvise.advice import advise
 from tcpadvise.calibration import load_calibration
-from tcpadvise.cli import cli
 from tcpadvise.render import render_json
 from tcpadvise.report import Report, build_report
 from tcpadvise.rulebook import load_rulebook
@@ -54,10 +52,6 @@ def advised(*directories: Path, rule_files=(), calibration: Path | None = None) 
     errors = schemas.errors("tcpadvise.report/1", document)
     assert not errors, errors[0]
     return report
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, [str(arg) for arg in args])
 
 
 def summary(findings: list[dict]) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Self
 
 import pytest
-from testlib import BUILD, REPO, prog, shim_env
+from testlib import BUILD, REPO, prog, shim_env, start_listening
 
 SCENARIOS = REPO / "tests" / "scenarios"
 RPC = [sys.executable, str(SCENARIOS / "rpc.py")]
@@ -57,12 +57,8 @@ class Peer:
 
     def __init__(self, command: list[str], out_dir: Path | None, wrapper: tuple[str, ...] = ()):
         environment = shim_env(out_dir) if out_dir is not None else None
-        self.proc = subprocess.Popen(
-            [*wrapper, *command], env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        line = self.proc.stdout.readline()
-        assert line.startswith("listening "), line + self.proc.stderr.read()
-        self.port = str(int(line.split()[1]))
+        self.proc, port = start_listening([*wrapper, *command], environment)
+        self.port = str(port)
 
     def finish(self, exits_by_itself: bool) -> None:
         if not exits_by_itself:
