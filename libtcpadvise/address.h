@@ -20,6 +20,15 @@ inline uint16_t PortOf(const sockaddr* a) {
 // PortOf for a sockaddr_storage.
 inline uint16_t PortOf(const sockaddr_storage& a) { return PortOf(reinterpret_cast<const sockaddr*>(&a)); }
 
+// SocketCookie is the kernel's SO_COOKIE for fd's socket (see
+// SocketIdentity::cookie); 0 when unknown. The caller keeps errno.
+inline uint64_t SocketCookie(int fd) {
+  uint64_t cookie = 0;
+  socklen_t len = sizeof(cookie);
+  if (getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &len) != 0 || len != sizeof(cookie)) return 0;
+  return cookie;
+}
+
 }  // namespace tcpadvise
 
 #endif  // TCPADVISE_ADDRESS_H_

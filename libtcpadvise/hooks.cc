@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <string.h>
 
+#include "address.h"
 #include "clock.h"
 #include "errno_saver.h"
 #include "policy.h"
@@ -116,6 +117,7 @@ SocketIdentity Identify(int fd, Role role) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&id.local), &len);
   len = sizeof(id.peer);
   getpeername(fd, reinterpret_cast<sockaddr*>(&id.peer), &len);
+  id.cookie = SocketCookie(fd);
   return id;
 }
 

@@ -122,6 +122,10 @@ struct SocketIdentity {
   // The policy rule that matched (index into the config), -1 for none:
   // sockets under different rules never share a group.
   int16_t rule = -1;
+  // The kernel's SO_COOKIE: one socket's identity for its whole life, the
+  // same in every process that shares it (fork, SCM_RIGHTS), never reused
+  // while the system runs; 0 when the kernel could not say.
+  uint64_t cookie = 0;
   sockaddr_storage local{};
   sockaddr_storage peer{};
 
