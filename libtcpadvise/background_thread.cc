@@ -91,7 +91,7 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, stack_size);
+  if (stack_size != 0) pthread_attr_setstacksize(&attr, stack_size);
   pthread_t thread;
   t_starting_shim_thread = true;
   const bool started = pthread_create(&thread, &attr, loop, nullptr) == 0;

@@ -12,7 +12,7 @@ namespace tcpadvise {
 // own threads; false if it could not start. In a single-threaded
 // application the shim's hot calls then bypass glibc's cancellation
 // bookkeeping (RealLibc::direct), which this thread would switch on.
-// name (at most 5 characters) follows "tcpadvise-" in the thread's name.
+// stack_size 0 takes the default size. name (at most 5 characters) follows "tcpadvise-" in the thread's name.
 bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* name);
 
 // ExitIfApplicationGone ends the process, as the last application thread's

@@ -7,14 +7,19 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
+#include <sys/syscall.h>
+
+#include <type_traits>
 
 #include "address.h"
 #include "clock.h"
+#include "coalesce.h"
 #include "errno_saver.h"
 #include "policy.h"
 #include "real_libc.h"
 #include "runtime.h"
 #include "socket_table.h"
+#include "user_memory.h"
 
 namespace tcpadvise {
 namespace hooks {
@@ -23,14 +28,22 @@ namespace {
 // TrackedWrite runs one write-family call on a tracked socket and records
 // it: one clock read before the call, a second one on sampled calls only;
 // none when clock is false (a write a policy holds, see WrittenUnderPolicy).
-template <typename Call>
-[[gnu::always_inline]] inline ssize_t TrackedWrite(SocketState* s, WriteApi api, uint64_t iovcnt, Call call,
+// iovcnt is a count, or a function that reads it once the call succeeded
+// (sendmsg: the msghdr is the application's, which only the kernel checks).
+template <typename Count, typename Call>
+[[gnu::always_inline]] inline ssize_t TrackedWrite(SocketState* s, WriteApi api, Count iovcnt, Call call,
                                                    bool clock = true) {
   const bool timed = clock && s->SampleSyscallTime();
   const uint64_t start = clock ? ReadTicks() : 0;
   const ssize_t result = call();
   const uint64_t syscall_ticks = timed ? ReadTicks() - start + 1 : 0;  // +1: a sample is never 0
-  s->OnWrite(api, result, result < 0 ? errno : 0, iovcnt, start, syscall_ticks);
+  uint64_t count;
+  if constexpr (std::is_invocable_v<Count>) {
+    count = result >= 0 ? iovcnt() : 0;
+  } else {
+    count = iovcnt;
+  }
+  s->OnWrite(api, result, result < 0 ? errno : 0, count, start, syscall_ticks);
   MaybeSnapshot(start);
   return result;
 }
@@ -144,13 +157,21 @@ void UpdateTracked(int fd, Fn fn) {
   g_table.Unlock();
 }
 
+// NewFd notes a fd the kernel just gave out that is not a TCP socket: an
+// entry still on that number was left by a close the shim did not see.
+inline int NewFd(int fd) {
+  if (__builtin_expect(fd >= 0 && g_table.Lookup(fd) != nullptr, 0)) PolicyForgetClosedFd(fd);
+  return fd;
+}
+
 int AfterAccept(int listen_fd, int fd, int flags) {
   if (fd < 0) return fd;
   ErrnoSaver errno_saver;
   SocketState* listener = g_table.Lookup(listen_fd);
+  if (listener != nullptr && listener->id.role != Role::kListener && !IsTcpSocket(fd)) return NewFd(fd);
   if (listener == nullptr) {
     // A listener inherited through exec or created before the shim loaded.
-    if (!IsTcpSocket(fd)) return fd;
+    if (!IsTcpSocket(fd)) return NewFd(fd);
     TrackNew(listen_fd, Identify(listen_fd, Role::kListener), false);
   }
   TrackNew(fd, Identify(fd, Role::kServer), (flags & SOCK_NONBLOCK) != 0);
@@ -216,6 +237,37 @@ int FcntlCommon(int fd, int cmd, int result, unsigned long arg) {
   return result;
 }
 
+// CloseWith wraps a close of fd made by call (close, or syscall(SYS_close)).
+template <typename Call>
+int CloseWith(int fd, Call call) {
+  SocketState* s = g_table.Lookup(fd);
+  if (s == nullptr) return static_cast<int>(call());
+  {
+    ErrnoSaver errno_saver;
+    ReleaseSocket(s, fd, FlushCause::kClose);
+    g_table.Release(fd);
+  }
+  const int result = static_cast<int>(call());
+  ErrnoSaver errno_saver;
+  MaybeSnapshot(ReadTicks());
+  return result;
+}
+
+// CloseRangeWith wraps close_range (or closefrom) made by call.
+template <typename Call>
+int CloseRangeWith(unsigned int first, unsigned int last, int flags, Call call) {
+  if ((flags & CLOSE_RANGE_CLOEXEC) == 0 && first <= last) {
+    ErrnoSaver errno_saver;
+    const unsigned end = last < g_table.MaxTrackedFd() ? last : g_table.MaxTrackedFd();
+    for (unsigned fd = first; fd <= end; ++fd) {
+      SocketState* s = g_table.Lookup(static_cast<int>(fd));
+      if (s != nullptr) ReleaseSocket(s, static_cast<int>(fd), FlushCause::kClose);
+    }
+    g_table.ReleaseRange(first, last);
+  }
+  return static_cast<int>(call());
+}
+
 }  // namespace
 
 ssize_t Write(int fd, const void* buf, size_t n) {
@@ -252,12 +304,17 @@ ssize_t Sendto(int fd, const void* buf, size_t n, int flags, const struct sockad
 ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return LibcSendmsg(fd, msg, flags);
-  const uint64_t iovcnt = msg != nullptr ? msg->msg_iovlen : 0;
-  const bool special = msg == nullptr || msg->msg_name != nullptr || msg->msg_controllen != 0 ||
-                       (flags & ~kOrdinaryFlags) != 0;
-  return Written(s, fd, WriteApi::kSendmsg, iovcnt, msg ? msg->msg_iov : nullptr,
-                 msg ? static_cast<int>(msg->msg_iovlen) : 0, flags, special,
-                 [=] { return LibcSendmsg(fd, msg, flags); });
+  const auto call = [=] { return LibcSendmsg(fd, msg, flags); };
+  if (__builtin_expect(s->stats.policy == nullptr, 1)) {
+    // msg is read only after the kernel accepted it: a bad one gets EFAULT.
+    return TrackedWrite(s, WriteApi::kSendmsg, [msg]() -> uint64_t { return msg->msg_iovlen; }, call);
+  }
+  msghdr m;
+  const bool readable = msg != nullptr && CopyFromApp(&m, msg, sizeof(m));
+  const bool special = !readable || m.msg_name != nullptr || m.msg_controllen != 0 || (flags & ~kOrdinaryFlags) != 0 ||
+                       m.msg_iovlen > static_cast<size_t>(kMaxHeldIovecs);
+  return WrittenUnderPolicy(s, fd, WriteApi::kSendmsg, readable ? m.msg_iovlen : 0, readable ? m.msg_iov : nullptr,
+                            readable && !special ? static_cast<int>(m.msg_iovlen) : 0, flags, special, call);
 }
 
 int Sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
@@ -354,9 +411,11 @@ int Socket(int domain, int type, int protocol) {
     SocketIdentity id;
     id.local.ss_family = static_cast<sa_family_t>(domain);
     id.peer.ss_family = static_cast<sa_family_t>(domain);
+    id.cookie = SocketCookie(fd);
     TrackNew(fd, id, (type & SOCK_NONBLOCK) != 0);
+    return fd;
   }
-  return fd;
+  return NewFd(fd);
 }
 
 int Accept(int fd, struct sockaddr* addr, socklen_t* addrlen) {
@@ -404,31 +463,10 @@ int Listen(int fd, int backlog) {
   return result;
 }
 
-int Close(int fd) {
-  SocketState* s = g_table.Lookup(fd);
-  if (s == nullptr) return Real(g_real.close)(fd);
-  {
-    ErrnoSaver errno_saver;
-    ReleaseSocket(s, fd, FlushCause::kClose);
-    g_table.Release(fd);
-  }
-  const int result = g_real.close(fd);
-  ErrnoSaver errno_saver;
-  MaybeSnapshot(ReadTicks());
-  return result;
-}
+int Close(int fd) { return CloseWith(fd, [fd] { return static_cast<long>(Real(g_real.close)(fd)); }); }
 
 int CloseRange(unsigned int first, unsigned int last, int flags) {
-  if ((flags & CLOSE_RANGE_CLOEXEC) == 0 && first <= last) {
-    ErrnoSaver errno_saver;
-    const unsigned end = last < g_table.MaxTrackedFd() ? last : g_table.MaxTrackedFd();
-    for (unsigned fd = first; fd <= end; ++fd) {
-      SocketState* s = g_table.Lookup(static_cast<int>(fd));
-      if (s != nullptr) ReleaseSocket(s, static_cast<int>(fd), FlushCause::kClose);
-    }
-    g_table.ReleaseRange(first, last);
-  }
-  return Real(g_real.close_range)(first, last, flags);
+  return CloseRangeWith(first, last, flags, [=] { return static_cast<long>(Real(g_real.close_range)(first, last, flags)); });
 }
 
 int Shutdown(int fd, int how) {
@@ -521,6 +559,112 @@ int EpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout) 
 int EpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask) {
   BeforeWait();
   return LibcEpollPwait(epfd, events, maxevents, timeout, mask);
+}
+
+int PollChk(struct pollfd* fds, nfds_t nfds, int timeout, size_t fdslen) {
+  BeforeWait();
+  return Real(g_real.poll_chk)(fds, nfds, timeout, fdslen);
+}
+
+int PpollChk(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout, const sigset_t* mask, size_t fdslen) {
+  BeforeWait();
+  return Real(g_real.ppoll_chk)(fds, nfds, timeout, mask, fdslen);
+}
+
+int EpollPwait2(int epfd, struct epoll_event* events, int maxevents, const struct timespec* timeout,
+                const sigset_t* mask) {
+  BeforeWait();
+  return Real(g_real.epoll_pwait2)(epfd, events, maxevents, timeout, mask);
+}
+
+long Syscall(long number, long a, long b, long c, long d, long e, long f) {
+  const auto call = [=] { return Real(g_real.syscall)(number, a, b, c, d, e, f); };
+  switch (number) {
+    case SYS_close:
+      return CloseWith(static_cast<int>(a), call);
+    case SYS_close_range:
+      return CloseRangeWith(static_cast<unsigned>(a), static_cast<unsigned>(b), static_cast<int>(c), call);
+    case SYS_dup2:
+    case SYS_dup3:
+      return DupOnto(static_cast<int>(a), static_cast<int>(b), [&] { return static_cast<int>(call()); });
+    case SYS_dup:
+      return AfterDup(static_cast<int>(a), static_cast<int>(call()));
+    case SYS_write:
+    case SYS_writev:
+    case SYS_pwritev:
+    case SYS_pwritev2:
+    case SYS_sendto:
+    case SYS_sendmsg:
+    case SYS_sendmmsg:
+    case SYS_sendfile:
+      // The shim cannot order these after held bytes: they go first.
+      PolicyBeforeBypass(static_cast<int>(a), false);
+      return call();
+    case SYS_splice:
+      PolicyBeforeBypass(static_cast<int>(c), false);
+      return call();
+    case SYS_open:
+    case SYS_openat:
+    case SYS_creat:
+    case SYS_socket:
+    case SYS_accept:
+    case SYS_accept4:
+    case SYS_eventfd2:
+    case SYS_memfd_create:
+    case SYS_epoll_create1: {
+      // A TCP socket made this way is not tracked; its number is no stale entry's.
+      const long fd = call();
+      return fd > INT32_MAX ? fd : NewFd(static_cast<int>(fd));
+    }
+    default:
+      return call();
+  }
+}
+
+int Fclose(FILE* stream) {
+  const int fd = stream != nullptr ? fileno(stream) : -1;
+  if (fd < 0 || g_table.Lookup(fd) == nullptr) return Real(g_real.fclose)(stream);
+  // The stream's buffer leaves in the real fclose, after what is held.
+  return CloseWith(fd, [stream] { return static_cast<long>(g_real.fclose(stream)); });
+}
+
+void Closefrom(int first) {
+  CloseRangeWith(static_cast<unsigned>(first < 0 ? 0 : first), ~0u, 0, [first] {
+    g_real.closefrom(first);
+    return 0L;
+  });
+}
+
+FILE* Fdopen(int fd, const char* mode) {
+  // stdio writes to the socket where the shim cannot see them: its policy
+  // lets go of what it holds and holds nothing more.
+  PolicyBeforeBypass(fd, true);
+  return Real(g_real.fdopen)(fd, mode);
+}
+
+ssize_t Splice(int fd_in, off64_t* off_in, int fd_out, off64_t* off_out, size_t len, unsigned int flags) {
+  PolicyBeforeBypass(fd_out, false);
+  return Real(g_real.splice)(fd_in, off_in, fd_out, off_out, len, flags);
+}
+
+int NewFile(int fd) { return NewFd(fd); }
+
+int Pipe(int fds[2], int result) {
+  if (result == 0) {
+    NewFd(fds[0]);
+    NewFd(fds[1]);
+  }
+  return result;
+}
+
+FILE* NewStream(FILE* stream) {
+  if (stream != nullptr) NewFd(fileno(stream));
+  return stream;
+}
+
+void* MemoryChanged(void* result) {
+  ForgetReadableMemory();
+  return result;
 }
 
 void BeforeExec() { ReleaseAll(FlushCause::kExec); }

@@ -6,6 +6,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -58,6 +59,35 @@ int Select(int nfds, fd_set* r, fd_set* w, fd_set* e, struct timeval* timeout);
 int Pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const struct timespec* timeout, const sigset_t* mask);
 int EpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout);
 int EpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask);
+
+// Fortified and newer waits.
+int PollChk(struct pollfd* fds, nfds_t nfds, int timeout, size_t fdslen);
+int PpollChk(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout, const sigset_t* mask, size_t fdslen);
+int EpollPwait2(int epfd, struct epoll_event* events, int maxevents, const struct timespec* timeout,
+                const sigset_t* mask);
+
+// Syscall sees the fd calls programs make through syscall() (libuv closes
+// with syscall(SYS_close)): closes, dups and new fds as their libc names
+// would; a raw write goes after what the socket's policy holds.
+long Syscall(long number, long a, long b, long c, long d, long e, long f);
+
+// Closes the shim would otherwise not see, and stdio and splice on a
+// socket, which the shim cannot order after held bytes.
+int Fclose(FILE* stream);
+void Closefrom(int first);
+FILE* Fdopen(int fd, const char* mode);
+ssize_t Splice(int fd_in, off64_t* off_in, int fd_out, off64_t* off_out, size_t len, unsigned int flags);
+
+// NewFile, Pipe and NewStream note fds the kernel gave out (open, pipe,
+// fopen...): an entry left on that number by an unseen close is retired,
+// its held bytes never sent into the new file. Each returns its argument.
+int NewFile(int fd);
+int Pipe(int fds[2], int result);
+FILE* NewStream(FILE* stream);
+
+// MemoryChanged follows munmap, mremap and mprotect: buffers confirmed
+// readable before are checked again (user_memory.h). Returns result.
+void* MemoryChanged(void* result);
 
 // BeforeExec and BeforeExit send what policies hold before the process image
 // is replaced (exec family, posix_spawn, system, popen) or ends (_exit).

@@ -2,20 +2,20 @@
 // (docs/policy-config.md). nodelay, sndbuf and rcvbuf are set once when the
 // socket connects or is accepted; cork and coalesce take the socket's writes
 // and keep what they hold in a process-wide set that reads, waits, the exit
-// paths and a deadline thread release.
+// paths and a deadline thread release. The parts: policy_state.h (a
+// socket's state and turn), held_set, coalesce, cork, deadline_thread and
+// policy_load; this file ties them to the hooks.
 #ifndef TCPADVISE_POLICY_H_
 #define TCPADVISE_POLICY_H_
 
-#include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include <atomic>
-
 #include "config.h"
+#include "held_set.h"
+#include "policy_state.h"
 #include "socket_state.h"
 
 namespace tcpadvise {
@@ -24,63 +24,18 @@ namespace tcpadvise {
 extern const PolicyConfig* g_policy_config;
 
 // LoadPolicyConfig reads the file with libtcpadvise_config.so (found beside
-// the shim); on any mistake it warns once and leaves the shim observing.
+// the shim); on any mistake it warns once and leaves the shim observing
+// (policy_load.cc).
 void LoadPolicyConfig(const char* path);
 
-// SpinLock guards a policy's state: a write takes it for a memcpy, so an
-// uncontended lock must cost next to nothing (a pthread mutex doubles the
-// cost of a coalesced write); a waiter yields its CPU while the holder runs.
-class SpinLock {
- public:
-  void Lock() {
-    while (locked_.exchange(true, std::memory_order_acquire)) {
-      while (locked_.load(std::memory_order_relaxed)) sched_yield();
-    }
-  }
-  bool TryLock() { return !locked_.exchange(true, std::memory_order_acquire); }
-  void Unlock() { locked_.store(false, std::memory_order_release); }
-  // SpinLock::Reset frees the lock in a fork child, whoever held it in the parent.
-  void Reset() { locked_.store(false, std::memory_order_relaxed); }
+// PolicyFailOpen turns cork and coalesce off for the rest of the process
+// after an internal failure (reason: a short phrase): what is held is
+// released, every later write passes through, one warning says so, and the
+// trace records it (PolicyFailOpenReason). Safe to call more than once.
+void PolicyFailOpen(const char* reason);
 
- private:
-  std::atomic<bool> locked_{false};
-};
-
-// PolicyState is the run-time state of a cork or coalesce policy on one live
-// socket, guarded by its lock.
-struct PolicyState {
-  SpinLock lock;
-  const PolicySettings* settings = nullptr;
-  SocketState* socket = nullptr;
-  // An open fd of the socket, for flushes that do not come from a call on it.
-  std::atomic<int> fd{-1};
-  bool in_held_set = false;
-  // coalesce
-  char* buffer = nullptr;
-  uint32_t capacity = 0;
-  std::atomic<uint32_t> held{0};
-  uint64_t hold_start = 0;
-  // A non-blocking socket is coalesced only while the kernel took the last
-  // flush whole: the shim never holds more than the kernel would accept.
-  bool nonblocking_ok = true;
-  // The errno of a failed deferred flush, returned by the next write.
-  int pending_errno = 0;
-  // Writes made by a signal handler that interrupted its thread inside the
-  // shim for this socket: a handler reserves overflow_length bytes, copies,
-  // then adds them to overflow_ready; whoever holds the lock next sends them
-  // once every reservation is copied.
-  char* overflow = nullptr;
-  std::atomic<uint32_t> overflow_length{0};
-  std::atomic<uint32_t> overflow_ready{0};
-  uint32_t overflow_drained = 0;  // under the lock: what was already taken
-  // Set once the application shut the socket down for writing: its writes
-  // go straight to the kernel, which refuses them as it should.
-  std::atomic<bool> write_shutdown{false};
-  // cork; corked is read without the lock by the writes that follow the first
-  std::atomic<bool> corked{false};
-  bool app_corks = false;
-  uint64_t cork_start = 0;
-};
+// PolicyFailOpenReason is the first fail-open reason, or nullptr.
+const char* PolicyFailOpenReason();
 
 // AttachPolicy chooses the socket's rule and applies nodelay, sndbuf and
 // rcvbuf through fd; peer may be nullptr. The table mutex must be held.
@@ -102,10 +57,12 @@ void ReleaseAll(FlushCause cause);
 void ReleaseSocket(SocketState* s, int fd, FlushCause cause);
 
 // PolicySocketGone drops what a policy still holds once the table lets go of
-// the socket's last fd: what the peer would not take in time (counted as a
-// deferred ETIMEDOUT) is never sent into whatever reuses the fd number. The
-// table mutex is held.
-void PolicySocketGone(SocketState* s);
+// the socket's last fd: what the peer would not take in time is counted as a
+// deferred error_value (ETIMEDOUT after a close, EBADF after a close the
+// shim did not see) and never sent into whatever reuses the fd number. The
+// table mutex is held: it never waits for the socket's turn (a writer
+// blocked in the kernel keeps a state the entry then leaves behind).
+void PolicySocketGone(SocketState* s, int error_value);
 
 // OnShutdown notes a successful shutdown(how) of the socket.
 void OnShutdown(SocketState* s, int how);
@@ -133,10 +90,23 @@ void ResetPolicyInChild(PolicyState* p);
 // parent sends them) so they are never sent twice.
 void DropHeldInChild();
 
-// AnyHeld reports whether any socket holds bytes or a cork: the one check
-// reads and waits pay when nothing is held.
-extern std::atomic<int> g_held_count;
-inline bool AnyHeld() { return g_held_count.load(std::memory_order_relaxed) != 0; }
+// PolicyBeforeBypass sends what fd's socket holds before a call the shim
+// cannot order after held bytes (a raw syscall write, splice, stdio) and,
+// when bypass, stops holding anything on that socket for good.
+void PolicyBeforeBypass(int fd, bool bypass);
+
+// PolicyForgetClosedFd retires a table entry left on fd by a close the shim
+// did not see, now that fd is something else: what its policy held is
+// dropped (a deferred EBADF), never sent into the new file.
+void PolicyForgetClosedFd(int fd);
+
+// Turns and releases, for the policy's own files (deadline_thread.cc).
+// TryTakeTurn takes p's turn without waiting; GiveTurn gives it back after
+// sending what signal handlers wrote meanwhile; ReleaseTaken lets go of
+// what p holds (verify: first check that its fd is still its socket).
+bool TryTakeTurn(PolicyState* p);
+void GiveTurn(PolicyState* p);
+void ReleaseTaken(PolicyState* p, FlushCause cause, bool verify, bool may_block, bool exiting);
 
 }  // namespace tcpadvise
 

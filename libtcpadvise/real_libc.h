@@ -69,6 +69,38 @@ struct alignas(64) RealLibc {
   int (*pselect)(int, fd_set*, fd_set*, fd_set*, const struct timespec*, const sigset_t*);
   int (*epoll_wait)(int, struct epoll_event*, int, int);
   int (*epoll_pwait)(int, struct epoll_event*, int, int, const sigset_t*);
+  int (*poll_chk)(struct pollfd*, nfds_t, int, size_t);
+  int (*ppoll_chk)(struct pollfd*, nfds_t, const struct timespec*, const sigset_t*, size_t);
+  int (*epoll_pwait2)(int, struct epoll_event*, int, const struct timespec*, const sigset_t*);
+  long (*syscall)(long, ...);
+  int (*fclose)(FILE*);
+  void (*closefrom)(int);
+  FILE* (*fdopen)(int, const char*);
+  ssize_t (*splice)(int, off64_t*, int, off64_t*, size_t, unsigned int);
+  // Calls that give out fds, for entries left by closes the shim did not see.
+  int (*open)(const char*, int, ...);
+  int (*open64)(const char*, int, ...);
+  int (*openat)(int, const char*, int, ...);
+  int (*openat64)(int, const char*, int, ...);
+  int (*open_2)(const char*, int);
+  int (*open64_2)(const char*, int);
+  int (*openat_2)(int, const char*, int);
+  int (*openat64_2)(int, const char*, int);
+  int (*creat)(const char*, mode_t);
+  int (*creat64)(const char*, mode_t);
+  int (*pipe)(int*);
+  int (*pipe2)(int*, int);
+  int (*socketpair)(int, int, int, int*);
+  int (*eventfd)(unsigned int, int);
+  int (*epoll_create)(int);
+  int (*epoll_create1)(int);
+  int (*memfd_create)(const char*, unsigned int);
+  FILE* (*fopen)(const char*, const char*);
+  FILE* (*fopen64)(const char*, const char*);
+  // Changes to mappings (user_memory.h).
+  int (*munmap)(void*, size_t);
+  void* (*mremap)(void*, size_t, size_t, int, ...);
+  int (*mprotect)(void*, size_t, int);
   // Wrapped to count application threads (background_thread.h).
   int (*pthread_create)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
   int (*pthread_cancel)(pthread_t);
@@ -104,48 +136,49 @@ inline Fn Real(Fn& slot) {
 }
 
 // The calls on the hot path, through g_real or straight to the
-// kernel (RealLibc::direct); each returns and sets errno as libc does.
+// kernel (RealLibc::direct, set only once g_real is bound) through libc's
+// own syscall(), not the shim's wrapper; each returns and sets errno as libc does.
 inline bool Direct() { return g_real.direct.load(std::memory_order_relaxed); }
 inline ssize_t LibcWrite(int fd, const void* buf, size_t n) {
-  return Direct() ? syscall(SYS_write, fd, buf, n) : Real(g_real.write)(fd, buf, n);
+  return Direct() ? g_real.syscall(SYS_write, fd, buf, n) : Real(g_real.write)(fd, buf, n);
 }
 inline ssize_t LibcWritev(int fd, const struct iovec* iov, int iovcnt) {
-  return Direct() ? syscall(SYS_writev, fd, iov, iovcnt) : Real(g_real.writev)(fd, iov, iovcnt);
+  return Direct() ? g_real.syscall(SYS_writev, fd, iov, iovcnt) : Real(g_real.writev)(fd, iov, iovcnt);
 }
 inline ssize_t LibcSend(int fd, const void* buf, size_t n, int flags) {
-  return Direct() ? syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0) : Real(g_real.send)(fd, buf, n, flags);
+  return Direct() ? g_real.syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0) : Real(g_real.send)(fd, buf, n, flags);
 }
 inline ssize_t LibcSendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t len) {
-  return Direct() ? syscall(SYS_sendto, fd, buf, n, flags, addr, len) : Real(g_real.sendto)(fd, buf, n, flags, addr, len);
+  return Direct() ? g_real.syscall(SYS_sendto, fd, buf, n, flags, addr, len) : Real(g_real.sendto)(fd, buf, n, flags, addr, len);
 }
 inline ssize_t LibcSendmsg(int fd, const struct msghdr* msg, int flags) {
-  return Direct() ? syscall(SYS_sendmsg, fd, msg, flags) : Real(g_real.sendmsg)(fd, msg, flags);
+  return Direct() ? g_real.syscall(SYS_sendmsg, fd, msg, flags) : Real(g_real.sendmsg)(fd, msg, flags);
 }
 inline ssize_t LibcRead(int fd, void* buf, size_t n) {
-  return Direct() ? syscall(SYS_read, fd, buf, n) : Real(g_real.read)(fd, buf, n);
+  return Direct() ? g_real.syscall(SYS_read, fd, buf, n) : Real(g_real.read)(fd, buf, n);
 }
 inline ssize_t LibcReadv(int fd, const struct iovec* iov, int iovcnt) {
-  return Direct() ? syscall(SYS_readv, fd, iov, iovcnt) : Real(g_real.readv)(fd, iov, iovcnt);
+  return Direct() ? g_real.syscall(SYS_readv, fd, iov, iovcnt) : Real(g_real.readv)(fd, iov, iovcnt);
 }
 inline ssize_t LibcRecv(int fd, void* buf, size_t n, int flags) {
-  return Direct() ? syscall(SYS_recvfrom, fd, buf, n, flags, nullptr, nullptr) : Real(g_real.recv)(fd, buf, n, flags);
+  return Direct() ? g_real.syscall(SYS_recvfrom, fd, buf, n, flags, nullptr, nullptr) : Real(g_real.recv)(fd, buf, n, flags);
 }
 inline ssize_t LibcRecvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* len) {
-  return Direct() ? syscall(SYS_recvfrom, fd, buf, n, flags, addr, len)
+  return Direct() ? g_real.syscall(SYS_recvfrom, fd, buf, n, flags, addr, len)
                   : Real(g_real.recvfrom)(fd, buf, n, flags, addr, len);
 }
 inline ssize_t LibcRecvmsg(int fd, struct msghdr* msg, int flags) {
-  return Direct() ? syscall(SYS_recvmsg, fd, msg, flags) : Real(g_real.recvmsg)(fd, msg, flags);
+  return Direct() ? g_real.syscall(SYS_recvmsg, fd, msg, flags) : Real(g_real.recvmsg)(fd, msg, flags);
 }
 inline int LibcPoll(struct pollfd* fds, nfds_t nfds, int timeout) {
-  return Direct() ? static_cast<int>(syscall(SYS_poll, fds, nfds, timeout)) : Real(g_real.poll)(fds, nfds, timeout);
+  return Direct() ? static_cast<int>(g_real.syscall(SYS_poll, fds, nfds, timeout)) : Real(g_real.poll)(fds, nfds, timeout);
 }
 inline int LibcEpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout) {
-  return Direct() ? static_cast<int>(syscall(SYS_epoll_wait, epfd, events, maxevents, timeout))
+  return Direct() ? static_cast<int>(g_real.syscall(SYS_epoll_wait, epfd, events, maxevents, timeout))
                   : Real(g_real.epoll_wait)(epfd, events, maxevents, timeout);
 }
 inline int LibcEpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask) {
-  return Direct() ? static_cast<int>(syscall(SYS_epoll_pwait, epfd, events, maxevents, timeout, mask, _NSIG / 8))
+  return Direct() ? static_cast<int>(g_real.syscall(SYS_epoll_pwait, epfd, events, maxevents, timeout, mask, _NSIG / 8))
                   : Real(g_real.epoll_pwait)(epfd, events, maxevents, timeout, mask);
 }
 

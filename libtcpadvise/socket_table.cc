@@ -1,5 +1,6 @@
 #include "socket_table.h"
 
+#include <errno.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -50,7 +51,10 @@ SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {
   if (Reentered()) return nullptr;
   Lock();
   SocketState* stale = slots_[index].load(std::memory_order_relaxed);
-  if (stale != nullptr) Retire(-1, stale);  // the app closed it behind our back
+  if (stale != nullptr) {  // the app closed it behind our back
+    slots_[index].store(nullptr, std::memory_order_release);
+    Retire(fd, stale, false, EBADF);
+  }
   SocketState* s = NewEntry();
   if (s != nullptr) {
     s->id = id;
@@ -71,7 +75,10 @@ void SocketTable::Alias(int new_fd, SocketState* entry) {
   Lock();
   SocketState* old = slots_[index].load(std::memory_order_relaxed);
   if (old != entry) {
-    if (old != nullptr) Retire(-1, old);
+    if (old != nullptr) {
+      slots_[index].store(nullptr, std::memory_order_release);
+      Retire(new_fd, old, false, EBADF);
+    }
     ++entry->refs;
     if (index > max_tracked_fd_.load(std::memory_order_relaxed)) max_tracked_fd_.store(index, std::memory_order_relaxed);
     slots_[index].store(entry, std::memory_order_release);
@@ -79,7 +86,7 @@ void SocketTable::Alias(int new_fd, SocketState* entry) {
   Unlock();
 }
 
-void SocketTable::Forget(int fd, bool fd_is_live) {
+void SocketTable::Forget(int fd, bool fd_is_live, int gone_errno) {
   const unsigned index = static_cast<unsigned>(fd);
   if (index >= size_.load(std::memory_order_relaxed)) return;
   if (Reentered()) return;
@@ -87,14 +94,16 @@ void SocketTable::Forget(int fd, bool fd_is_live) {
   SocketState* s = slots_[index].load(std::memory_order_relaxed);
   if (s != nullptr) {
     slots_[index].store(nullptr, std::memory_order_release);
-    Retire(fd_is_live ? fd : -1, s);
+    Retire(fd, s, fd_is_live, gone_errno);
   }
   Unlock();
 }
 
-void SocketTable::Release(int fd) { Forget(fd, true); }
+void SocketTable::Release(int fd) { Forget(fd, true, ETIMEDOUT); }
 
-void SocketTable::ReleaseReplaced(int fd) { Forget(fd, false); }
+void SocketTable::ReleaseReplaced(int fd) { Forget(fd, false, ETIMEDOUT); }
+
+void SocketTable::ForgetStale(int fd) { Forget(fd, false, EBADF); }
 
 void SocketTable::CaptureKernelState(int fd) {
   if (Reentered()) return;
@@ -112,16 +121,17 @@ void SocketTable::ReleaseRange(unsigned first, unsigned last) {
   }
 }
 
-// Retire drops one reference; the last one ends the socket's policy, reads
-// the kernel's final figures through fd (when still open) and folds the
-// socket into its group. The mutex is held.
-void SocketTable::Retire(int fd, SocketState* s) {
+// Retire drops fd's reference (fd's slot already cleared); the last one
+// ends the socket's policy (what it still holds counts as a deferred
+// gone_errno), reads the kernel's final figures through fd when it is still
+// the socket's, and folds the socket into its group. The mutex is held.
+void SocketTable::Retire(int fd, SocketState* s, bool fd_is_live, int gone_errno) {
   if (--s->refs > 0) {
-    if (fd >= 0) PolicyFdClosed(s, fd, OtherFdOf(s));
+    PolicyFdClosed(s, fd, OtherFdOf(s));
     return;
   }
-  PolicySocketGone(s);
-  if (fd >= 0) s->ReadKernelState(fd);
+  PolicySocketGone(s, gone_errno);
+  if (fd_is_live) s->ReadKernelState(fd);
   if (s->stats.burst_open_writes.Get() != 0) s->CloseBurst();
   // A fork parent closing its copy of a connection the child serves did not
   // take part: only connections this process used count.

@@ -43,7 +43,7 @@ class SocketTable {
   bool Covers(int fd) const { return static_cast<unsigned>(fd) < size_.load(std::memory_order_relaxed); }
 
   // SocketTable::Track starts tracking fd with a new entry (replacing any
-  // stale one); nullptr if fd is out of range or memory ran out.
+  // stale one, left by a close the shim did not see); nullptr if fd is out of range or memory ran out.
   SocketState* Track(int fd, const SocketIdentity& id);
 
   // SocketTable::Alias makes new_fd refer to the same socket as entry (dup).
@@ -57,6 +57,11 @@ class SocketTable {
   // SocketTable::ReleaseReplaced forgets fd after dup2 or dup3 put another
   // file on it: the old socket's final figures were read by CaptureKernelState.
   void ReleaseReplaced(int fd);
+
+  // SocketTable::ForgetStale forgets fd after a close the shim did not see
+  // (fd already refers to something else): what a policy held for the old
+  // socket is dropped as a deferred EBADF.
+  void ForgetStale(int fd);
 
   // SocketTable::CaptureKernelState reads tcp_info and the effective options
   // of fd's socket into its entry.
@@ -97,9 +102,9 @@ class SocketTable {
 
  private:
   SocketState* NewEntry();
-  void Forget(int fd, bool fd_is_live);
+  void Forget(int fd, bool fd_is_live, int gone_errno);
   int OtherFdOf(const SocketState* s) const;
-  void Retire(int fd, SocketState* entry);
+  void Retire(int fd, SocketState* entry, bool fd_is_live, int gone_errno);
   void FoldIntoGroup(SocketState* entry);
 
   std::atomic<unsigned> size_{0};

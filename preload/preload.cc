@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "libtcpadvise/background_thread.h"
@@ -119,6 +121,115 @@ TCPADVISE_EXPORT int epoll_wait(int epfd, struct epoll_event* events, int maxeve
 TCPADVISE_EXPORT int epoll_pwait(int epfd, struct epoll_event* events, int maxevents, int timeout,
                                  const sigset_t* mask) {
   return h::EpollPwait(epfd, events, maxevents, timeout, mask);
+}
+
+TCPADVISE_EXPORT int __poll_chk(struct pollfd* fds, nfds_t nfds, int timeout, size_t fdslen) {
+  return h::PollChk(fds, nfds, timeout, fdslen);
+}
+TCPADVISE_EXPORT int __ppoll_chk(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
+                                 const sigset_t* mask, size_t fdslen) {
+  return h::PpollChk(fds, nfds, timeout, mask, fdslen);
+}
+TCPADVISE_EXPORT int epoll_pwait2(int epfd, struct epoll_event* events, int maxevents, const struct timespec* timeout,
+                                  const sigset_t* mask) {
+  return h::EpollPwait2(epfd, events, maxevents, timeout, mask);
+}
+
+// syscall: the six argument registers, passed on as they came.
+TCPADVISE_EXPORT long syscall(long number, ...) {
+  va_list ap;
+  va_start(ap, number);
+  long a[6];
+  for (long& arg : a) arg = va_arg(ap, long);
+  va_end(ap);
+  return h::Syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+TCPADVISE_EXPORT int fclose(FILE* stream) { return h::Fclose(stream); }
+TCPADVISE_EXPORT void closefrom(int first) { h::Closefrom(first); }
+TCPADVISE_EXPORT FILE* fdopen(int fd, const char* mode) { return h::Fdopen(fd, mode); }
+TCPADVISE_EXPORT ssize_t splice(int fd_in, off64_t* off_in, int fd_out, off64_t* off_out, size_t len,
+                                unsigned int flags) {
+  return h::Splice(fd_in, off_in, fd_out, off_out, len, flags);
+}
+
+// Calls that give out fds. TCPADVISE_MODE reads open's optional mode.
+#define TCPADVISE_MODE(flags)                                              \
+  mode_t mode = 0;                                                         \
+  if (((flags) & O_CREAT) != 0 || ((flags) & O_TMPFILE) == O_TMPFILE) {    \
+    va_list ap;                                                            \
+    va_start(ap, flags);                                                   \
+    mode = static_cast<mode_t>(va_arg(ap, int));                           \
+    va_end(ap);                                                            \
+  }
+namespace t = tcpadvise;
+TCPADVISE_EXPORT int open(const char* path, int flags, ...) {
+  TCPADVISE_MODE(flags);
+  return h::NewFile(t::Real(t::g_real.open)(path, flags, mode));
+}
+TCPADVISE_EXPORT int open64(const char* path, int flags, ...) {
+  TCPADVISE_MODE(flags);
+  return h::NewFile(t::Real(t::g_real.open64)(path, flags, mode));
+}
+TCPADVISE_EXPORT int openat(int dir, const char* path, int flags, ...) {
+  TCPADVISE_MODE(flags);
+  return h::NewFile(t::Real(t::g_real.openat)(dir, path, flags, mode));
+}
+TCPADVISE_EXPORT int openat64(int dir, const char* path, int flags, ...) {
+  TCPADVISE_MODE(flags);
+  return h::NewFile(t::Real(t::g_real.openat64)(dir, path, flags, mode));
+}
+#undef TCPADVISE_MODE
+TCPADVISE_EXPORT int __open_2(const char* path, int flags) { return h::NewFile(t::Real(t::g_real.open_2)(path, flags)); }
+TCPADVISE_EXPORT int __open64_2(const char* path, int flags) {
+  return h::NewFile(t::Real(t::g_real.open64_2)(path, flags));
+}
+TCPADVISE_EXPORT int __openat_2(int dir, const char* path, int flags) {
+  return h::NewFile(t::Real(t::g_real.openat_2)(dir, path, flags));
+}
+TCPADVISE_EXPORT int __openat64_2(int dir, const char* path, int flags) {
+  return h::NewFile(t::Real(t::g_real.openat64_2)(dir, path, flags));
+}
+TCPADVISE_EXPORT int creat(const char* path, mode_t mode) { return h::NewFile(t::Real(t::g_real.creat)(path, mode)); }
+TCPADVISE_EXPORT int creat64(const char* path, mode_t mode) {
+  return h::NewFile(t::Real(t::g_real.creat64)(path, mode));
+}
+TCPADVISE_EXPORT int pipe(int fds[2]) { return h::Pipe(fds, t::Real(t::g_real.pipe)(fds)); }
+TCPADVISE_EXPORT int pipe2(int fds[2], int flags) { return h::Pipe(fds, t::Real(t::g_real.pipe2)(fds, flags)); }
+TCPADVISE_EXPORT int socketpair(int domain, int type, int protocol, int fds[2]) {
+  return h::Pipe(fds, t::Real(t::g_real.socketpair)(domain, type, protocol, fds));
+}
+TCPADVISE_EXPORT int eventfd(unsigned int value, int flags) {
+  return h::NewFile(t::Real(t::g_real.eventfd)(value, flags));
+}
+TCPADVISE_EXPORT int epoll_create(int size) { return h::NewFile(t::Real(t::g_real.epoll_create)(size)); }
+TCPADVISE_EXPORT int epoll_create1(int flags) { return h::NewFile(t::Real(t::g_real.epoll_create1)(flags)); }
+TCPADVISE_EXPORT int memfd_create(const char* name, unsigned int flags) {
+  return h::NewFile(t::Real(t::g_real.memfd_create)(name, flags));
+}
+TCPADVISE_EXPORT FILE* fopen(const char* path, const char* mode) {
+  return h::NewStream(t::Real(t::g_real.fopen)(path, mode));
+}
+TCPADVISE_EXPORT FILE* fopen64(const char* path, const char* mode) {
+  return h::NewStream(t::Real(t::g_real.fopen64)(path, mode));
+}
+
+// Changes to mappings: buffers confirmed readable are checked again.
+TCPADVISE_EXPORT int munmap(void* addr, size_t length) {
+  const int result = t::Real(t::g_real.munmap)(addr, length);
+  h::MemoryChanged(nullptr);
+  return result;
+}
+TCPADVISE_EXPORT int mprotect(void* addr, size_t length, int prot) {
+  const int result = t::Real(t::g_real.mprotect)(addr, length, prot);
+  h::MemoryChanged(nullptr);
+  return result;
+}
+TCPADVISE_EXPORT void* mremap(void* addr, size_t old_size, size_t new_size, int flags, ...) {
+  va_list ap;
+  va_start(ap, flags);
+  void* new_address = va_arg(ap, void*);
+  va_end(ap);
+  return h::MemoryChanged(t::Real(t::g_real.mremap)(addr, old_size, new_size, flags, new_address));
 }
 
 // Exec, spawn and _exit: what a policy holds goes out first. Bound with the

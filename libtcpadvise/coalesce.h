@@ -1,0 +1,56 @@
+// Coalesce: the coalescing buffer of a socket's policy. Small writes are
+// copied into it and reported as written; the bytes leave in one send when
+// the buffer fills, at a read or wait, at the deadline, or before any call
+// that must follow them. Every function here runs with p's turn held.
+#ifndef TCPADVISE_COALESCE_H_
+#define TCPADVISE_COALESCE_H_
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "policy_state.h"
+
+namespace tcpadvise {
+
+// kMaxHeldIovecs bounds the iovecs a held write may have; a write with more
+// passes through after what is held.
+constexpr int kMaxHeldIovecs = 64;
+
+// EnsureBuffer allocates p's buffer (capacity: the rule's max_bytes, or the
+// socket's MSS); false when memory ran out.
+bool EnsureBuffer(PolicyState* p, int fd);
+
+// Append copies the application's bytes after what p holds; false, holding
+// nothing more, when some of them cannot be read (the kernel must answer
+// EFAULT, so the call passes through).
+bool Append(PolicyState* p, const iovec* iov, int iovcnt);
+
+// Flush sends what p holds without a SIGPIPE; on a socket that must not
+// block it sends what the kernel takes and keeps the rest for later (false).
+// An error other than EAGAIN drops the bytes and is kept for the socket's
+// next write.
+bool Flush(PolicyState* p, int fd, FlushCause cause, bool may_block);
+
+// FlushForExit sends what p holds even on a non-blocking socket, waiting for
+// room up to about 5 s: the process is about to lose the bytes otherwise.
+void FlushForExit(PolicyState* p, int fd, FlushCause cause);
+
+// DrainOverflow moves what signal handlers wrote into the held bytes (or
+// sends it with them), in order, once every reservation is copied.
+void DrainOverflow(PolicyState* p);
+
+// SignalWrite queues a signal handler's write behind what p holds, for a
+// handler that interrupted its thread inside the shim; beyond the overflow
+// buffer's room it writes directly.
+ssize_t SignalWrite(PolicyState* p, const iovec* iov, int iovcnt, ssize_t (*passthrough)(void*), void* context);
+
+// CoalesceWrite runs one application write under coalesce.
+ssize_t CoalesceWrite(PolicyState* p, int fd, const iovec* iov, int iovcnt, int flags, bool special,
+                      ssize_t (*passthrough)(void*), void* context);
+
+// FreeBuffers frees p's buffers.
+void FreeBuffers(PolicyState* p);
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_COALESCE_H_

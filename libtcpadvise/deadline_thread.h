@@ -1,0 +1,32 @@
+// DeadlineThread: the shim's thread that releases what a policy has held
+// past its deadline (cork and coalesce max_delay_us), for programs that
+// neither read nor wait in time. It flushes only what the kernel takes at
+// once, and never waits for a socket whose turn another thread holds.
+#ifndef TCPADVISE_DEADLINE_THREAD_H_
+#define TCPADVISE_DEADLINE_THREAD_H_
+
+#include <stdint.h>
+
+namespace tcpadvise {
+
+// EnsureDeadlineThread starts the thread once (again in a fork child); false
+// when it cannot start, after turning the policy off for the process
+// (PolicyFailOpen): held bytes would wait for the application's next call.
+// It tries a small stack first, then the default size (a program with a
+// large thread-local area leaves a small stack no room).
+bool EnsureDeadlineThread();
+
+// WakeDeadlineThread wakes the thread if it sleeps for want of held bytes.
+void WakeDeadlineThread();
+
+// ReleaseExpired releases what is past its deadline at now (ticks); returns
+// the tick of the next deadline (UINT64_MAX when nothing stays held). A
+// socket busy with another thread is looked at again after retry_busy.
+uint64_t ReleaseExpired(uint64_t now, uint64_t retry_busy);
+
+// ResetDeadlineThreadInChild forgets, in a fork child, the parent's thread.
+void ResetDeadlineThreadInChild();
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_DEADLINE_THREAD_H_

@@ -1,0 +1,47 @@
+// HeldSet: the process-wide set of sockets whose policy holds bytes or a
+// cork, which reads, waits, the exit paths and the deadline thread release.
+// Lock order: a socket's turn, then the set's lock; a release copies the set
+// and lets go of the set's lock before it tries any socket's turn.
+#ifndef TCPADVISE_HELD_SET_H_
+#define TCPADVISE_HELD_SET_H_
+
+#include <pthread.h>
+
+#include <atomic>
+
+#include "policy_state.h"
+
+namespace tcpadvise {
+
+constexpr int kMaxHeldSockets = 4096;
+
+// g_held_count is the size of the set: the one load reads and waits pay
+// when nothing is held.
+extern std::atomic<int> g_held_count;
+inline bool AnyHeld() { return g_held_count.load(std::memory_order_relaxed) != 0; }
+
+// HeldSetHasRoom tells whether p may start holding: a socket outside the set
+// would never be released.
+bool HeldSetHasRoom(const PolicyState* p);
+
+// AddToHeldSet puts p in the set (p's turn held); false when the set is full.
+bool AddToHeldSet(PolicyState* p);
+
+// RemoveFromHeldSet takes p out of the set if it is there.
+void RemoveFromHeldSet(PolicyState* p);
+
+// CopyHeldSet copies the set into copy (room for kMaxHeldSockets); returns its size.
+int CopyHeldSet(PolicyState** copy);
+
+// ClearHeldSetInChild empties the set in a fork child, calling drop(p) for
+// each member first; the parent sends what they hold.
+void ClearHeldSetInChild(void (*drop)(PolicyState*));
+
+// LockShared and UnlockShared take a lock shared by all sockets, marking the
+// thread as inside the shim (InterruptedShim) meanwhile.
+void LockShared(pthread_mutex_t* m);
+void UnlockShared(pthread_mutex_t* m);
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_HELD_SET_H_

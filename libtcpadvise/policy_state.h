@@ -1,0 +1,144 @@
+// PolicyState: the run-time state of a cork or coalesce policy on one live
+// socket, and the per-socket turn that orders what reaches its kernel socket.
+//
+// A socket's turn (PolicyState::lock) is taken by whoever touches the held
+// bytes or sends on the socket's behalf. Only the application's own writes
+// on that socket ever wait for it, and they wait without spinning, as they
+// would wait in the kernel behind a write blocked on a full buffer. Every
+// other caller (reads, waits, fork, exit, close and the deadline thread)
+// only tries: a socket whose turn is taken is being sent by its holder.
+// Flushes made on another call's behalf never block in the kernel.
+#ifndef TCPADVISE_POLICY_STATE_H_
+#define TCPADVISE_POLICY_STATE_H_
+
+#include <sched.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <atomic>
+
+#include "config.h"
+#include "socket_state.h"
+
+namespace tcpadvise {
+
+// SocketTurn is a socket's turn: TryTake never waits; Take waits, yielding
+// at first, then sleeping, so a writer queued behind a blocked one costs no
+// CPU. blocking_ tells a waiter that cannot block (a non-blocking write)
+// whether the holder may stay in the kernel for long.
+class SocketTurn {
+ public:
+  bool TryTake() { return !taken_.exchange(true, std::memory_order_acquire); }
+  void Take() {
+    for (int spins = 0; !TryTake(); ++spins) Pause(spins);
+  }
+  void Give() {
+    blocking_.store(false, std::memory_order_relaxed);
+    taken_.store(false, std::memory_order_release);
+  }
+  bool Taken() const { return taken_.load(std::memory_order_relaxed); }
+  // SocketTurn::SetBlocking marks the holder as about to wait in the kernel.
+  void SetBlocking(bool blocking) { blocking_.store(blocking, std::memory_order_relaxed); }
+  bool HolderMayBlock() const { return blocking_.load(std::memory_order_relaxed); }
+  // SocketTurn::Reset frees the turn in a fork child, whoever held it.
+  void Reset() {
+    taken_.store(false, std::memory_order_relaxed);
+    blocking_.store(false, std::memory_order_relaxed);
+  }
+  // SocketTurn::Pause waits a little more each time: 64 yields, then sleeps
+  // from 20 us up to 1 ms.
+  static void Pause(int spins) {
+    if (spins < 64) {
+      sched_yield();
+      return;
+    }
+    const long us = spins < 96 ? 20 : spins < 160 ? 200 : 1000;
+    const timespec t = {0, us * 1000};
+    nanosleep(&t, nullptr);
+  }
+
+ private:
+  std::atomic<bool> taken_{false};
+  std::atomic<bool> blocking_{false};
+};
+
+// PolicyState is guarded by its turn, except the atomics.
+struct PolicyState {
+  SocketTurn lock;
+  const PolicySettings* settings = nullptr;
+  SocketState* socket = nullptr;
+  // An open fd of the socket, for flushes that do not come from a call on it.
+  std::atomic<int> fd{-1};
+  // The socket's SO_COOKIE (0: unknown). A flush on another call's behalf,
+  // and a write that starts holding, first check that fd still refers to
+  // this socket: the application may have closed it behind the shim's back
+  // (syscall(SYS_close), fclose, closefrom) and reused the number.
+  uint64_t cookie = 0;
+  // Set once the socket is known gone behind the shim's back: nothing is
+  // held any more and writes pass through.
+  std::atomic<bool> gone{false};
+  // Set when the table dropped the socket while a blocked writer held its
+  // turn: the state is no longer the entry's and is never reused.
+  std::atomic<bool> orphaned{false};
+  bool in_held_set = false;
+  // coalesce
+  char* buffer = nullptr;
+  uint32_t capacity = 0;
+  std::atomic<uint32_t> held{0};
+  uint64_t hold_start = 0;
+  // A non-blocking socket is coalesced only while the kernel took the last
+  // flush whole: the shim never holds more than the kernel would accept.
+  bool nonblocking_ok = true;
+  // The errno of a failed deferred flush, returned by the next write.
+  int pending_errno = 0;
+  // Writes made by a signal handler that interrupted its thread inside the
+  // shim for this socket: a handler reserves overflow_length bytes, copies,
+  // then adds them to overflow_ready; whoever holds the turn next sends them
+  // once every reservation is copied.
+  char* overflow = nullptr;
+  std::atomic<uint32_t> overflow_length{0};
+  std::atomic<uint32_t> overflow_ready{0};
+  uint32_t overflow_drained = 0;  // under the turn: what was already taken
+  // Set once the application shut the socket down for writing: its writes
+  // go straight to the kernel, which refuses them as it should.
+  std::atomic<bool> write_shutdown{false};
+  // cork; corked is read without the turn by the writes that follow the first
+  std::atomic<bool> corked{false};
+  bool app_corks = false;
+  uint64_t cork_start = 0;
+};
+
+inline PolicyCounters& CountersOf(PolicyState* p) { return p->socket->stats.policy_counters; }
+
+// HoldsSomething tells whether p holds bytes or a cork.
+inline bool HoldsSomething(const PolicyState* p) {
+  return p->held.load(std::memory_order_relaxed) != 0 || p->corked.load(std::memory_order_relaxed);
+}
+
+// t_inside is the policy state whose turn this thread holds, t_in_shared set
+// while it holds a lock shared by all sockets: a hook entered while either is
+// set can only be a signal handler that interrupted the shim, and must not
+// wait for what this thread already holds.
+extern thread_local PolicyState* t_inside;
+extern thread_local bool t_in_shared;
+inline bool InterruptedShim() { return t_inside != nullptr || t_in_shared; }
+
+// TicksFromUs converts microseconds to clock ticks.
+uint64_t TicksFromUs(uint64_t us);
+
+// NoteReleased counts a flush or an uncork of what was held since `since`
+// (ticks); the turn starts now, when the bytes leave.
+void NoteReleased(PolicyState* p, FlushCause cause, uint64_t since);
+
+// SameSocket tells whether fd still refers to p's socket (SO_COOKIE); true
+// when the cookie is unknown. Keeps errno.
+bool SameSocket(PolicyState* p, int fd);
+
+// MarkGone drops what p holds for a socket closed behind the shim's back:
+// those bytes can no longer reach their peer, and never go into whatever
+// now has the fd number. Counted as a deferred EBADF. p's turn is held.
+void MarkGone(PolicyState* p);
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_POLICY_STATE_H_
