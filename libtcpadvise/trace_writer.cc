@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "address.h"
@@ -348,6 +349,24 @@ bool WriteAll(int fd, const char* data, size_t size) {
   return true;
 }
 
+// CreateTemporary creates a new file for the trace in dir, 0600 (a trace
+// names peers and program arguments), under a name nobody can guess and
+// plant a symlink at: never one that already exists, never through a
+// symlink. Its name goes to temp; returns the fd or -1.
+int CreateTemporary(char* temp, size_t size, const char* dir, const char* program) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    uint64_t nonce = 0;
+    if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != sizeof(nonce)) {
+      nonce = RealtimeNs() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(getpid()) << 32;
+    }
+    snprintf(temp, size, "%s/.%s.%d.%016llx.json.tmp", dir, program, static_cast<int>(getpid()),
+             static_cast<unsigned long long>(nonce));
+    const int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
 void WarnOnce(const char* what, const char* path) {
   if (g_warned) return;
   g_warned = true;
@@ -391,6 +410,10 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   if (warnings & kWarnFdBeyondTable) w->String("some sockets had fds above the shim's table size and were not tracked");
   if (warnings & kWarnOutOfMemory) w->String("the shim ran out of memory for its tables; some sockets were not tracked");
   w->EndArray();
+  if (const char* fail_open = PolicyFailOpenReason()) {
+    w->Key("policy_fail_open");
+    w->String(fail_open);
+  }
   w->Key("sockets");
   w->BeginArray();
   g_table.ForEachLive([&](int fd, SocketState* s) {
@@ -424,8 +447,7 @@ void WriteTrace(bool final) {
     ProgramName(program, sizeof(program));
     const char* dir = g_runtime.settings.out_dir;
     snprintf(path, sizeof(path), "%s/%s.%d.json", dir, program, static_cast<int>(getpid()));
-    snprintf(temp, sizeof(temp), "%s/.%s.%d.json.tmp", dir, program, static_cast<int>(getpid()));
-    const int fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int fd = CreateTemporary(temp, sizeof(temp), dir, program);
     if (fd < 0) {
       WarnOnce("open failed", temp);
     } else {

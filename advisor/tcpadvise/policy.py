@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .errors import ConfigError, RecordError
 from .policyconfig import BUILTIN_SETTINGS, CONFIG_VERSION
+from .safefile import write_atomically
 from .shim import find_shim
 
 BUILTIN_POLICIES = tuple(BUILTIN_SETTINGS)
@@ -54,7 +55,7 @@ def write_policy_file(out_dir: Path, config: str) -> Path:
     """Write `config` to OUT_DIR/policy.yaml, where record keeps the config a run used; return that path."""
     path = out_dir / POLICY_FILE
     try:
-        path.write_text(config)
+        write_atomically(path, config)
     except OSError as error:
         raise RecordError(f"{path}: cannot write the policy config ({error.strerror})") from None
     return path

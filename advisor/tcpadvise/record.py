@@ -12,6 +12,7 @@ from pathlib import Path
 from .elfinfo import blind_spot, inspect_executable, resolve_command
 from .errors import CommandNotExecutableError, RecordError, TcpadviseError
 from .policy import resolve_policy, write_policy_file
+from .safefile import write_atomically
 from .shim import find_shim
 from .traces import RECORD_FILE, RECORD_SCHEMA, load_inputs
 
@@ -133,13 +134,11 @@ def summary_line(out_dir: Path) -> str:
 
 
 def write_json_atomically(path: Path, data: dict) -> None:
-    """Write through a hidden temporary file and rename, as the shim does, so no reader sees half a file."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write a new file, 0600, and rename it into place, as the shim does: no reader sees half a
+    file, and a symlink planted in OUT_DIR never sends the write elsewhere (safefile)."""
     try:
-        temporary.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(temporary, path)
+        write_atomically(path, json.dumps(data, indent=2) + "\n")
     except OSError as error:
-        temporary.unlink(missing_ok=True)
         raise RecordError(f"{path}: cannot write ({error.strerror})") from None
 
 

@@ -164,6 +164,21 @@ def _trace_warnings(trace: Trace) -> list[str]:
     data = trace.data
     process = f"{data['program']} (pid {data['pid']})"
     warnings = [f"{process}: shim: {warning}" for warning in data["shim_warnings"]]
+    if data.get("policy_fail_open"):
+        warnings.append(
+            f"{process}: the policy failed open ({data['policy_fail_open']}): "
+            "cork and coalesce passed its writes through unchanged from then on"
+        )
+    deferred: dict[str, int] = {}
+    for socket in data["sockets"]:
+        for name, count in socket.get("policy", {}).get("counters", {}).get("deferred_errors", {}).items():
+            deferred[name] = deferred.get(name, 0) + count
+    if deferred:
+        listed = ", ".join(f"{name} x{count}" for name, count in sorted(deferred.items()))
+        warnings.append(
+            f"{process}: bytes a policy held could not be delivered ({listed}); EBADF: the program closed "
+            "the socket where the shim could not see it"
+        )
     if not data["final"]:
         warnings.append(
             f"{process}: figures are from a periodic snapshot, not from its exit: "
