@@ -29,7 +29,9 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -385,9 +387,9 @@ void CaseNonblocking(const Args& a) {
 class ReplyWaiter {
  public:
   ReplyWaiter(int fd, const std::string& how) : fd_(fd), how_(how) {
-    static const char* const kKnown[] = {"read", "recv", "poll", "ppoll", "select", "epoll_wait"};
+    static const char* const kKnown[] = {"read", "recv", "poll", "ppoll", "select", "epoll_wait", "epoll_pwait2"};
     if (std::find(std::begin(kKnown), std::end(kKnown), how) == std::end(kKnown)) Args::Usage();
-    if (how_ == "epoll_wait") {
+    if (how_ == "epoll_wait" || how_ == "epoll_pwait2") {
       epoll_ = epoll_create1(EPOLL_CLOEXEC);
       epoll_event ev = {};
       ev.events = EPOLLIN;
@@ -403,8 +405,9 @@ class ReplyWaiter {
   bool Wait(int timeout_ms) {
     pollfd pfd = {fd_, POLLIN, 0};
     timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
-    if (how_ == "poll") return poll(&pfd, 1, timeout_ms) > 0;
-    if (how_ == "ppoll") return ppoll(&pfd, 1, &ts, nullptr) > 0;
+    // nfds_ is not a constant: a fortified build checks it (__poll_chk).
+    if (how_ == "poll") return poll(&pfd, nfds_, timeout_ms) > 0;
+    if (how_ == "ppoll") return ppoll(&pfd, nfds_, &ts, nullptr) > 0;
     if (how_ == "select") {
       fd_set readable;
       FD_ZERO(&readable);
@@ -416,6 +419,10 @@ class ReplyWaiter {
       epoll_event ev;
       return epoll_wait(epoll_, &ev, 1, timeout_ms) > 0;
     }
+    if (how_ == "epoll_pwait2") {
+      epoll_event ev;
+      return epoll_pwait2(epoll_, &ev, 1, &ts, nullptr) > 0;
+    }
     return true;
   }
 
@@ -423,6 +430,7 @@ class ReplyWaiter {
 
  private:
   int fd_;
+  nfds_t nfds_ = 1;
   std::string how_;
   int epoll_ = -1;
 };
@@ -597,6 +605,188 @@ void CaseCloseHeld(const Args& a) {
     Args::Usage();
   }
   g_report.connections.insert(g_report.connections.begin(), c.Json());
+}
+
+// ---- n: closes the shim used not to see, then the number reused ----
+
+// A close made where an LD_PRELOAD shim may not look for it.
+int CloseUnseen(const std::string& how, int fd) {
+  if (how == "syscall") return static_cast<int>(syscall(SYS_close, fd));
+  if (how == "close_range_syscall") return static_cast<int>(syscall(SYS_close_range, fd, fd, 0));
+  if (how == "closefrom") {
+    closefrom(fd);
+    return 0;
+  }
+  if (how == "fclose") {
+    FILE* f = fdopen(fd, "w");
+    if (f == nullptr) DieErrno("fdopen");
+    return fclose(f);
+  }
+  if (how == "dup2_file" || how == "dup3_file") {
+    // A regular file replaces the socket at its number.
+    const int file = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (file < 0) DieErrno("open");
+    const int r = how == "dup2_file" ? static_cast<int>(syscall(SYS_dup2, file, fd))
+                                     : static_cast<int>(syscall(SYS_dup3, file, fd, O_CLOEXEC));
+    close(file);
+    return r == fd ? 0 : -1;
+  }
+  Args::Usage();
+}
+
+// The first connection holds small writes and is closed unseen; the number
+// is then reused by a new connection (its bytes must be its own) or a file
+// (its content must be exactly what was written to it).
+void CaseUnseenClose(const Args& a) {
+  const std::string how = a.Str("how"), reuse = a.Str("reuse");
+  const int port = static_cast<int>(a.Int("port"));
+  Conn c = Conn::Open(port, StreamId(g_report.seed, 0));
+  Rng rng(g_report.seed);
+  HoldSmallWrites(c, rng);
+  const int number = c.fd;
+  g_report.results.Add("close", CallResult(CloseUnseen(how, number)));
+  g_report.connections.push_back(c.Json());
+  if (how == "dup2_file" || how == "dup3_file") close(number);
+  if (reuse == "socket") {
+    Conn d = Conn::Open(port, StreamId(g_report.seed, 1));
+    g_report.results.AddBool("reused", d.fd == number);
+    d.SendSmall(kHeldBytes, rng);
+    SleepUs(1000);  // past any deadline: a stale flush would have come by now
+    d.SendSmall(kTailBytes, rng);
+    g_report.results.Add("close_new", CallResult(close(d.fd)));
+    g_report.connections.push_back(d.Json());
+  } else if (reuse == "file" || reuse == "mkstemp") {
+    char path[] = "/tmp/conform-reuse-XXXXXX";
+    const int file = reuse == "mkstemp" ? mkstemp(path) : open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (file < 0) DieErrno("file");
+    unlink(path);
+    g_report.results.AddBool("reused", file == number);
+    std::string written;
+    for (int i = 0; i < 40; ++i) {
+      const std::string line = "line " + std::to_string(i) + "\n";
+      if (write(file, line.data(), line.size()) != static_cast<ssize_t>(line.size())) DieErrno("file write");
+      written += line;
+    }
+    SleepUs(1000);
+    std::string back(written.size() + 64, '\0');
+    const ssize_t n = pread(file, &back[0], back.size(), 0);
+    back.resize(n < 0 ? 0 : static_cast<size_t>(n));
+    g_report.results.Add("file", back == written ? "intact" : "changed: " + std::to_string(back.size()) + " bytes");
+    close(file);
+  } else {
+    Args::Usage();
+  }
+}
+
+// ---- o: one thread blocked writing to a peer that does not read ----
+
+// The writer holds small writes, then blocks on a write far bigger than the
+// socket buffers (the peer stalls its first connection). Meanwhile other
+// threads read, poll, wait in epoll, fork and exit, each on its own; all
+// must finish long before the peer reads again.
+void CaseBlockedWriter(const Args& a) {
+  const int port = static_cast<int>(a.Int("port"));
+  const long stall_ms = a.Int("stall-ms", 2500);
+  Conn c = Conn::Open(port, StreamId(g_report.seed, 0));
+  const size_t big = 16 * kMiB;
+  std::thread writer([&] {
+    // Held bytes right before the big write: it blocks with them, so the
+    // socket stays in the policy's held set meanwhile.
+    // The bytes are made first: making them takes longer than a deadline.
+    Rng wrng(g_report.seed + 1);
+    std::vector<uint8_t> bytes(kHeldBytes + big);
+    FillStream(StreamId(g_report.seed, 0), c.sent(), bytes.data(), bytes.size());
+    for (size_t at = 0; at < kHeldBytes; at += kSmallPiece / 2) {
+      if (!c.SendAll(c.fd, Api::kSend, bytes.data() + at, std::min(kSmallPiece / 2, kHeldBytes - at), wrng)) {
+        DieErrno("small write");
+      }
+    }
+    if (!c.SendAll(c.fd, Api::kWrite, bytes.data() + kHeldBytes, big, wrng)) DieErrno("big write");
+  });
+  SleepUs(300000);  // the writer is in the kernel by now
+  // Another connection, with small writes held while the others wait.
+  Conn d = Conn::Open(port, StreamId(g_report.seed, 2));
+  const double start = NowUs();
+  std::atomic<int> done{0};
+  std::vector<std::thread> others;
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) DieErrno("pipe");
+  others.emplace_back([&] {  // reads
+    char byte;
+    if (write(pipe_fds[1], "x", 1) != 1 || read(pipe_fds[0], &byte, 1) != 1) DieErrno("pipe");
+    ++done;
+  });
+  others.emplace_back([&] {  // polls
+    pollfd pfd = {d.fd, POLLOUT, 0};
+    poll(&pfd, 1, 100);
+    ++done;
+  });
+  others.emplace_back([&] {  // waits in epoll
+    const int ep = epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev = {};
+    ev.events = EPOLLOUT;
+    epoll_ctl(ep, EPOLL_CTL_ADD, d.fd, &ev);
+    epoll_wait(ep, &ev, 1, 100);
+    close(ep);
+    ++done;
+  });
+  others.emplace_back([&] {  // forks; the child exits
+    const pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    if (pid < 0) DieErrno("fork");
+    if (WaitChild(pid) == "exit 0") ++done;
+  });
+  others.emplace_back([&] {  // exits its thread
+    ++done;
+  });
+  Rng drng(g_report.seed + 2);
+  d.SendSmall(kHeldBytes, drng);
+  for (auto& t : others) t.join();
+  const double others_ms = (NowUs() - start) / 1000;
+  g_report.results.Add("others_done", done.load());
+  g_report.results.AddBool("others_before_the_peer_read", others_ms < stall_ms / 2.0);
+  g_report.info.AddDouble("others_ms", others_ms);
+  writer.join();
+  g_report.results.Add("close_new", CallResult(close(d.fd)));
+  g_report.results.Add("close", CallResult(close(c.fd)));
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  g_report.connections.push_back(c.Json());
+  g_report.connections.push_back(d.Json());
+}
+
+// ---- p: bad buffers get EFAULT, as without the shim ----
+
+void CaseBadBuffer(const Args& a) {
+  Conn c = Conn::Open(static_cast<int>(a.Int("port")), StreamId(g_report.seed, 0));
+  Rng rng(g_report.seed);
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) DieErrno("mmap");
+  munmap(page, 4096);  // an address that was good, then unmapped
+  void* none = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const struct {
+    const char* name;
+    void* p;
+  } kBad[] = {{"null", nullptr}, {"low", reinterpret_cast<void*>(16)}, {"unmapped", page}, {"prot_none", none}};
+  JsonObject& results = g_report.results;
+  for (const auto& bad : kBad) {
+    HoldSmallWrites(c, rng);
+    const std::string k = std::string(bad.name) + "_";
+    results.Add((k + "write").c_str(), CallResult(write(c.fd, bad.p, 10)));
+    results.Add((k + "send").c_str(), CallResult(send(c.fd, bad.p, 10, MSG_NOSIGNAL)));
+    iovec iov[2] = {{c.Next(0), 0}, {bad.p, 10}};
+    results.Add((k + "writev").c_str(), CallResult(writev(c.fd, iov, 2)));
+    results.Add((k + "writev_iov").c_str(), CallResult(writev(c.fd, static_cast<iovec*>(bad.p), 2)));
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
+    results.Add((k + "sendmsg").c_str(), CallResult(sendmsg(c.fd, &msg, MSG_NOSIGNAL)));
+    results.Add((k + "sendmsg_hdr").c_str(), CallResult(sendmsg(c.fd, static_cast<msghdr*>(bad.p), MSG_NOSIGNAL)));
+  }
+  c.SendSmall(kTailBytes, rng);
+  results.Add("close", CallResult(close(c.fd)));
+  munmap(none, 4096);
+  g_report.connections.push_back(c.Json());
 }
 
 // ---- h: dup'd descriptors of one socket writing in turn ----
@@ -951,7 +1141,17 @@ int main(int argc, char** argv) {
       {"app-options", CaseAppOptions},
       {"send-flags", CaseSendFlags},
       {"sendfile", CaseSendfile},
+      {"unseen-close", CaseUnseenClose},
+      {"blocked-writer", CaseBlockedWriter},
+      {"bad-buffer", CaseBadBuffer},
   };
+#ifdef CONFORM_BIG_TLS
+  // 1 MiB of thread-local storage, as some programs have: every thread's
+  // stack must make room for it (a small one cannot).
+  static thread_local volatile char big_tls[1 << 20];
+  big_tls[argc] = 1;
+  if (big_tls[argc] != 1) return 3;
+#endif
   const auto found = kCases.find(argv[1]);
   if (found == kCases.end()) Args::Usage();
   const Args args(argc, argv);

@@ -13,6 +13,8 @@
 //                  and the request's index, both 64-bit little-endian
 //   --close-after  read exactly BYTES, then close (the peer going away)
 //   --records      also report the records' count, bad ones and digest
+//   --stall-first MS  read nothing of the first connection for MS ms (a
+//                  peer that does not read: its sender blocks)
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -22,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -38,7 +41,10 @@ struct Options {
   bool request = false;
   long close_after = -1;
   bool records = false;
+  long stall_first_ms = 0;
 };
+
+std::atomic<int> g_accepted{0};
 
 constexpr int kSlowBuffer = 4096;
 constexpr long kSlowPauseUs = 200;
@@ -109,7 +115,8 @@ void AnswerRequests(int fd, Received* received, std::string* error) {
   }
 }
 
-void Serve(int fd, const Options& o) {
+void Serve(int fd, const Options& o, bool first) {
+  if (first && o.stall_first_ms > 0) SleepUs(o.stall_first_ms * 1000);
   Received received(o.records);
   std::string error;
   std::vector<uint8_t> buf(o.slow ? kSlowBuffer : 1 << 16);
@@ -131,7 +138,7 @@ void Serve(int fd, const Options& o) {
 }
 
 [[noreturn]] void Usage() {
-  fprintf(stderr, "usage: conform_peer [--slow] [--request] [--close-after BYTES] [--records]\n");
+  fprintf(stderr, "usage: conform_peer [--slow] [--request] [--close-after BYTES] [--records] [--stall-first MS]\n");
   exit(2);
 }
 
@@ -143,6 +150,7 @@ Options Parse(int argc, char** argv) {
     else if (a == "--request") o.request = true;
     else if (a == "--records") o.records = true;
     else if (a == "--close-after" && i + 1 < argc) o.close_after = atol(argv[++i]);
+    else if (a == "--stall-first" && i + 1 < argc) o.stall_first_ms = atol(argv[++i]);
     else Usage();
   }
   return o;
@@ -180,6 +188,6 @@ int main(int argc, char** argv) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       DieErrno("accept");
     }
-    std::thread(Serve, fd, o).detach();
+    std::thread(Serve, fd, o, g_accepted.fetch_add(1) == 0).detach();
   }
 }

@@ -80,9 +80,9 @@ class Peer:
         assert_no_sanitizer_report(self.proc.stderr.read())
 
 
-def run_case(mode, case, args, peer_args):
-    """Runs one case in mode; checks every connection's bytes; returns the driver's report."""
-    cmd = [conform_prog("conform"), case, "--seed", str(SEED), *map(str, args)]
+def run_case(mode, case, args, peer_args, prog="conform"):
+    """Runs one case of the driver prog in mode; checks every connection's bytes; returns the driver's report."""
+    cmd = [conform_prog(prog), case, "--seed", str(SEED), *map(str, args)]
     where = f"{mode.name}: {' '.join(cmd)}"
     peer = Peer(peer_args)
     try:
@@ -112,19 +112,20 @@ class Conformance:
         self._tmp_path_factory = tmp_path_factory
         self._baselines = baselines
 
-    def check(self, case, *args, peer=(), tracked=True, trace_bytes=False):
+    def check(self, case, *args, peer=(), tracked=True, trace_bytes=False, prog="conform"):
         """Runs the case and returns the driver's report. tracked: the
         driver's own trace must show its connection (not after _exit or
         execve, which write none); trace_bytes: its write bytes must equal the
-        bytes the driver sent (single-process cases whose every write succeeds)."""
-        out = run_case(self.mode, case, args, peer)
-        key = (case, args, peer)
+        bytes the driver sent (single-process cases whose every write succeeds);
+        prog: the driver's build (conform, conform_fortified, conform_tls)."""
+        out = run_case(self.mode, case, args, peer, prog)
+        key = (case, args, peer, prog)
         if self.mode.name == "baseline":
             self._baselines.setdefault(key, out["results"])
             return out
         if key not in self._baselines:
             plain = Mode("baseline", self._tmp_path_factory.mktemp("baseline"))
-            self._baselines[key] = run_case(plain, case, args, peer)["results"]
+            self._baselines[key] = run_case(plain, case, args, peer, prog)["results"]
         baseline = self._baselines[key]
         assert out["results"] == baseline, \
             f"seed {SEED}, {self.mode.name}: {case} {args} saw {out['results']}, without the shim {baseline}"
