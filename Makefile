@@ -28,7 +28,7 @@ test-cpp:
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-python:
-	TCPADVISE_BUILD=$(BUILD) $(PYTEST) -q tests/advisor tests/e2e tests/conformance \
+	TCPADVISE_BUILD=$(BUILD) $(PYTEST) -q tests/advisor tests/e2e tests/conformance tests/faults \
 	  tests/realprogs tests/rules tests/bench
 
 # The shim and its unit tests built with AddressSanitizer and UBSan; the
@@ -39,7 +39,7 @@ test-asan: deps
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 	TCPADVISE_BUILD=$(ASAN_BUILD) TCPADVISE_PRELOAD_FIRST=$$(gcc -print-file-name=libasan.so) \
 	  ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  $(PYTEST) -q tests/e2e tests/conformance
+	  $(PYTEST) -q tests/e2e tests/conformance tests/faults
 
 # ThreadSanitizer where threads meet: the core's concurrency tests, and the
 # end-to-end and conformance cases marked `thread` (application threads, fork,
@@ -52,7 +52,7 @@ test-tsan: deps
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 	cd $(TSAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 	TCPADVISE_BUILD=$(TSAN_BUILD) TCPADVISE_PRELOAD_FIRST=$$(gcc -print-file-name=libtsan.so) \
-	  TSAN_OPTIONS=halt_on_error=1 $(PYTEST) -q tests/e2e tests/conformance -m thread -k "not signal"
+	  TSAN_OPTIONS=halt_on_error=1 $(PYTEST) -q tests/e2e tests/conformance tests/faults -m thread -k "not signal"
 
 bench: build
 	$(BUILD)/bench/hooks_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
