@@ -14,6 +14,9 @@ packages=(
   python3 python3-pip
   redis-server redis-tools nginx curl wrk  # tests/realprogs: real servers and clients
 )
+# tests/faults/test_node.py: Node.js's http server and client (libuv closes
+# sockets with syscall(SYS_close)); Debian's nodejs, unless a node is there.
+command -v node >/dev/null || packages+=(nodejs)
 
 missing=()
 for p in "${packages[@]}"; do
