@@ -16,7 +16,9 @@
 #include <atomic>
 
 #include "libtcpadvise/clock.h"
+#include "libtcpadvise/background_thread.h"
 #include "libtcpadvise/hooks.h"
+#include "libtcpadvise/policy.h"
 #include "libtcpadvise/real_libc.h"
 #include "libtcpadvise/socket_table.h"
 
@@ -165,6 +167,76 @@ void BM_Write_Syscall_TrackedSocket(benchmark::State& state) {
   g_table.Release(lo.writer);
 }
 BENCHMARK(BM_Write_Syscall_TrackedSocket)->MinTime(1.0);
+
+// Coalesced bursts: a coalesce policy on the socket, 15 two-byte writes it
+// holds, then what a read does first (ReleaseAll): one send of 30 bytes.
+// Timed per burst. Under _Stub the sends are stubs too (the shim's own
+// cost); under _Syscall they reach a loopback connection.
+constexpr int kBurstWrites = 15;
+
+__attribute__((noinline)) ssize_t StubSend(int, const void*, size_t n, int) {
+  benchmark::ClobberMemory();
+  return static_cast<ssize_t>(n);
+}
+
+__attribute__((noinline)) ssize_t StubSendmsg(int, const msghdr* msg, int) {
+  benchmark::ClobberMemory();
+  ssize_t n = 0;
+  for (size_t i = 0; i < msg->msg_iovlen; ++i) n += static_cast<ssize_t>(msg->msg_iov[i].iov_len);
+  return n;
+}
+
+// UnderCoalesce attaches a coalesce policy to fd for one benchmark; calls
+// go through glibc's pointers (as in a threaded program), so stubs apply.
+struct UnderCoalesce {
+  explicit UnderCoalesce(int fd) {
+    Shim();
+    NoteApplicationThread();
+    config.rule_count = 1;
+    config.rules[0].settings.coalesce = true;
+    config.rules[0].settings.coalesce_max_bytes = 1448;
+    g_policy_config = &config;
+    SocketIdentity id;
+    id.role = Role::kClient;
+    g_table.Track(fd, id);
+    g_table.Lock();
+    AttachPolicy(fd, g_table.Lookup(fd), nullptr);
+    g_table.Unlock();
+  }
+  ~UnderCoalesce() { g_policy_config = nullptr; }
+  PolicyConfig config;
+};
+
+void Burst(int fd) {
+  for (int i = 0; i < kBurstWrites; ++i) benchmark::DoNotOptimize(hooks::Write(fd, g_buf, 2));
+  ReleaseAll(FlushCause::kRead);
+}
+
+constexpr int kCoalescedFd = 902;
+
+void BM_CoalescedBurst_Stub(benchmark::State& state) {
+  Stubbed stubbed;
+  const auto real_send = g_real.send;
+  const auto real_sendmsg = g_real.sendmsg;
+  g_real.send = StubSend;
+  g_real.sendmsg = StubSendmsg;
+  {
+    UnderCoalesce coalesce(kCoalescedFd);
+    for (auto _ : state) Burst(kCoalescedFd);
+    g_table.Release(kCoalescedFd);
+  }
+  g_real.send = real_send;
+  g_real.sendmsg = real_sendmsg;
+}
+BENCHMARK(BM_CoalescedBurst_Stub);
+
+void BM_CoalescedBurst_Syscall(benchmark::State& state) {
+  Loopback lo;
+  UnderCoalesce coalesce(lo.writer);
+  for (auto _ : state) Burst(lo.writer);
+  g_table.Release(lo.writer);
+}
+BENCHMARK(BM_CoalescedBurst_Syscall)->MinTime(1.0);
 
 }  // namespace
 }  // namespace tcpadvise

@@ -109,8 +109,7 @@ ssize_t PassAfterHeld(PolicyState* p, int fd, bool nonblocking, ssize_t (*passth
 
 }  // namespace
 
-bool EnsureBuffer(PolicyState* p, int fd) {
-  if (p->buffer != nullptr) return true;
+bool AllocateBuffer(PolicyState* p, int fd) {
   uint32_t capacity = p->settings->coalesce_max_bytes;
   if (capacity == 0) {
     int mss = 0;
@@ -186,7 +185,7 @@ void FlushForExit(PolicyState* p, int fd, FlushCause cause) {
   }
 }
 
-void DrainOverflow(PolicyState* p) {
+void DrainOverflowSlow(PolicyState* p) {
   const uint32_t length = p->overflow_length.load(std::memory_order_acquire);
   if (length == p->overflow_drained || p->overflow_ready.load(std::memory_order_acquire) != length) return;
   const iovec part = {p->overflow + p->overflow_drained, length - p->overflow_drained};

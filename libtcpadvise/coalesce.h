@@ -18,7 +18,8 @@ constexpr int kMaxHeldIovecs = 64;
 
 // EnsureBuffer allocates p's buffer (capacity: the rule's max_bytes, or the
 // socket's MSS); false when memory ran out.
-bool EnsureBuffer(PolicyState* p, int fd);
+bool AllocateBuffer(PolicyState* p, int fd);
+inline bool EnsureBuffer(PolicyState* p, int fd) { return p->buffer != nullptr || AllocateBuffer(p, fd); }
 
 // Append copies the application's bytes after what p holds; false, holding
 // nothing more, when some of them cannot be read (the kernel must answer
@@ -36,8 +37,14 @@ bool Flush(PolicyState* p, int fd, FlushCause cause, bool may_block);
 void FlushForExit(PolicyState* p, int fd, FlushCause cause);
 
 // DrainOverflow moves what signal handlers wrote into the held bytes (or
-// sends it with them), in order, once every reservation is copied.
-void DrainOverflow(PolicyState* p);
+// sends it with them), in order, once every reservation is copied. Inline:
+// every turn looks, and nearly never finds anything.
+void DrainOverflowSlow(PolicyState* p);
+inline void DrainOverflow(PolicyState* p) {
+  if (__builtin_expect(p->overflow_length.load(std::memory_order_acquire) != p->overflow_drained, 0)) {
+    DrainOverflowSlow(p);
+  }
+}
 
 // SignalWrite queues a signal handler's write behind what p holds, for a
 // handler that interrupted its thread inside the shim; beyond the overflow

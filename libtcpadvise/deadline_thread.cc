@@ -12,13 +12,14 @@
 #include "runtime.h"
 
 namespace tcpadvise {
+
+std::atomic<int> g_deadline_thread_state{0};
+
 namespace {
 
 // The deadline thread sleeps on g_flusher_wake while nothing is held.
 pthread_mutex_t g_flusher_mutex = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t g_flusher_wake = PTHREAD_COND_INITIALIZER;
-// 0: not tried; 1: running; 2: could not start.
-std::atomic<int> g_flusher_state{0};
 std::atomic<bool> g_flusher_idle{false};
 
 uint64_t Earliest(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -81,15 +82,13 @@ void* FlusherLoop(void*) {
 
 }  // namespace
 
-bool EnsureDeadlineThread() {
-  const int state = g_flusher_state.load(std::memory_order_acquire);
-  if (__builtin_expect(state != 0, 1)) return state == 1;
+bool StartDeadlineThread() {
   int expected = 0;
-  if (!g_flusher_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return expected == 1;
+  if (!g_deadline_thread_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return expected == 1;
   if (StartBackgroundThread(FlusherLoop, 128 * 1024, "flush") || StartBackgroundThread(FlusherLoop, 0, "flush")) {
     return true;
   }
-  g_flusher_state.store(2, std::memory_order_release);
+  g_deadline_thread_state.store(2, std::memory_order_release);
   PolicyFailOpen("the policy deadline thread cannot start");
   return false;
 }
@@ -132,7 +131,7 @@ uint64_t ReleaseExpired(uint64_t now, uint64_t retry_busy) {
 void ResetDeadlineThreadInChild() {
   pthread_mutex_init(&g_flusher_mutex, nullptr);
   pthread_cond_init(&g_flusher_wake, nullptr);
-  g_flusher_state.store(0, std::memory_order_relaxed);
+  g_deadline_thread_state.store(0, std::memory_order_relaxed);
   g_flusher_idle.store(false, std::memory_order_relaxed);
 }
 

@@ -7,14 +7,24 @@
 
 #include <stdint.h>
 
+#include <atomic>
+
 namespace tcpadvise {
+
+// g_deadline_thread_state: 0 not tried, 1 running, 2 could not start.
+extern std::atomic<int> g_deadline_thread_state;
+bool StartDeadlineThread();
 
 // EnsureDeadlineThread starts the thread once (again in a fork child); false
 // when it cannot start, after turning the policy off for the process
 // (PolicyFailOpen): held bytes would wait for the application's next call.
 // It tries a small stack first, then the default size (a program with a
 // large thread-local area leaves a small stack no room).
-bool EnsureDeadlineThread();
+inline bool EnsureDeadlineThread() {
+  const int state = g_deadline_thread_state.load(std::memory_order_acquire);
+  if (__builtin_expect(state == 1, 1)) return true;
+  return state == 0 && StartDeadlineThread();
+}
 
 // WakeDeadlineThread wakes the thread if it sleeps for want of held bytes.
 void WakeDeadlineThread();

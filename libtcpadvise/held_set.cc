@@ -24,12 +24,7 @@ void UnlockShared(pthread_mutex_t* m) {
   t_in_shared = false;
 }
 
-bool HeldSetHasRoom(const PolicyState* p) {
-  return p->in_held_set || g_held_count.load(std::memory_order_relaxed) < kMaxHeldSockets;
-}
-
-bool AddToHeldSet(PolicyState* p) {
-  if (p->in_held_set) return true;
+bool AddToHeldSetSlow(PolicyState* p) {
   LockShared(&g_set_lock);
   if (g_held_set_size < kMaxHeldSockets) {
     g_held_set[g_held_set_size++] = p;

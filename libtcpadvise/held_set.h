@@ -22,10 +22,13 @@ inline bool AnyHeld() { return g_held_count.load(std::memory_order_relaxed) != 0
 
 // HeldSetHasRoom tells whether p may start holding: a socket outside the set
 // would never be released.
-bool HeldSetHasRoom(const PolicyState* p);
+inline bool HeldSetHasRoom(const PolicyState* p) {
+  return p->in_held_set || g_held_count.load(std::memory_order_relaxed) < kMaxHeldSockets;
+}
 
 // AddToHeldSet puts p in the set (p's turn held); false when the set is full.
-bool AddToHeldSet(PolicyState* p);
+bool AddToHeldSetSlow(PolicyState* p);
+inline bool AddToHeldSet(PolicyState* p) { return p->in_held_set || AddToHeldSetSlow(p); }
 
 // RemoveFromHeldSet takes p out of the set if it is there.
 void RemoveFromHeldSet(PolicyState* p);

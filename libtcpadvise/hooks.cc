@@ -63,7 +63,11 @@ template <typename Call>
 [[gnu::noinline]] ssize_t WrittenUnderPolicy(SocketState* s, int fd, WriteApi api, uint64_t iovcnt, const iovec* data,
                                              int data_count, int flags, bool special, Call call) {
   return TrackedWrite(
-      s, api, iovcnt, [&] { return PolicyWrite(s, fd, data, data_count, flags, special, Thunk<Call>, &call); },
+      s, api, iovcnt, [&] {
+        // writev's and sendmsg's iovecs are the application's; the others' are the hook's own.
+        const bool app_iov = api == WriteApi::kWritev || api == WriteApi::kSendmsg;
+        return PolicyWrite(s, fd, data, data_count, app_iov, flags, special, Thunk<Call>, &call);
+      },
       s->stats.burst_open_writes.Get() == 0);
 }
 

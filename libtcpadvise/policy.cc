@@ -22,8 +22,8 @@
 
 namespace tcpadvise {
 
-thread_local PolicyState* t_inside = nullptr;
-thread_local bool t_in_shared = false;
+__thread PolicyState* t_inside = nullptr;
+__thread bool t_in_shared = false;
 
 namespace {
 
@@ -248,7 +248,7 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   s->stats.policy = p;
 }
 
-ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int flags, bool special,
+ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool app_iov, int flags, bool special,
                     ssize_t (*passthrough)(void*), void* context) {
   PolicyState* p = s->stats.policy;
   // The writes after a burst's first find the socket corked: nothing to do.
@@ -262,8 +262,8 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int fl
                         p->overflow_length.load(std::memory_order_acquire) != 0;
     if (!p->settings->coalesce || !behind || iovcnt <= 0 || iovcnt > kMaxHeldIovecs) return passthrough(context);
     iovec local[kMaxHeldIovecs];
-    if (!CopyFromApp(local, iov, sizeof(iovec) * static_cast<size_t>(iovcnt))) return passthrough(context);
-    return SignalWrite(p, local, iovcnt, passthrough, context);
+    if (app_iov && !CopyFromApp(local, iov, sizeof(iovec) * static_cast<size_t>(iovcnt))) return passthrough(context);
+    return SignalWrite(p, app_iov ? local : iov, iovcnt, passthrough, context);
   }
   if (__builtin_expect(PolicyOff() || p->gone.load(std::memory_order_relaxed) || !EnsureDeadlineThread(), 0)) {
     if (HoldsSomething(p)) ReleaseSocket(s, fd, FlushCause::kPassthrough);
@@ -271,7 +271,7 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int fl
   }
   // The iovecs of writev and sendmsg are the application's: read safely.
   iovec local[kMaxHeldIovecs];
-  if (iovcnt > 0) {
+  if (app_iov && iovcnt > 0) {
     if (iovcnt > kMaxHeldIovecs || !CopyFromApp(local, iov, sizeof(iovec) * static_cast<size_t>(iovcnt))) {
       special = true;
       iovcnt = 0;

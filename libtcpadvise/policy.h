@@ -42,9 +42,10 @@ const char* PolicyFailOpenReason();
 void AttachPolicy(int fd, SocketState* s, const sockaddr* peer);
 
 // PolicyWrite runs a write-family call on a socket whose policy takes writes.
-// iov describes the application's bytes; passthrough performs the original
+// iov describes the application's bytes (app_iov: the iovec array itself is
+// the application's, to be read safely); passthrough performs the original
 // call unchanged. Returns what the application must see, errno set likewise.
-ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, int flags, bool special,
+ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool app_iov, int flags, bool special,
                     ssize_t (*passthrough)(void* context), void* context);
 
 // ReleaseAll flushes or uncorks every socket that holds something, waiting

@@ -119,8 +119,8 @@ inline bool HoldsSomething(const PolicyState* p) {
 // while it holds a lock shared by all sockets: a hook entered while either is
 // set can only be a signal handler that interrupted the shim, and must not
 // wait for what this thread already holds.
-extern thread_local PolicyState* t_inside;
-extern thread_local bool t_in_shared;
+extern __thread PolicyState* t_inside;
+extern __thread bool t_in_shared;
 inline bool InterruptedShim() { return t_inside != nullptr || t_in_shared; }
 
 // TicksFromUs converts microseconds to clock ticks.
