@@ -221,7 +221,8 @@ TCPADVISE_EXPORT int munmap(void* addr, size_t length) {
 }
 TCPADVISE_EXPORT int mprotect(void* addr, size_t length, int prot) {
   const int result = t::Real(t::g_real.mprotect)(addr, length, prot);
-  h::MemoryChanged(nullptr);
+  // Only a range made unreadable matters (JITs flip code between RW and RX often).
+  if ((prot & PROT_READ) == 0) h::MemoryChanged(nullptr);
   return result;
 }
 TCPADVISE_EXPORT void* mremap(void* addr, size_t old_size, size_t new_size, int flags, ...) {
