@@ -4,8 +4,8 @@
 // once the kernel confirmed it readable (process_vm_readv on the process
 // itself, which fails with EFAULT rather than faulting); confirmed pages are
 // remembered per thread, so a program that writes from the same buffers
-// pays for that once, until it unmaps or reprotects memory (munmap, mremap
-// and mprotect are wrapped and forget every confirmation).
+// pays for that once, until it unmaps memory or makes it unreadable (munmap,
+// mremap and mprotect are wrapped and forget every confirmation).
 #ifndef TCPADVISE_USER_MEMORY_H_
 #define TCPADVISE_USER_MEMORY_H_
 
