@@ -125,6 +125,17 @@ def test_shim_warnings_snapshots_and_dropped_groups_are_reported(tmp_path):
     assert "7 closed connections" in warnings[2]
 
 
+def test_policy_fail_open_and_deferred_errors_are_reported(tmp_path):
+    policy = {"rule": "r", "settings": {"coalesce": {"max_bytes": 1448, "max_delay_us": 200}},
+              "counters": {"flushes": {}, "bytes_held": 30, "max_bytes_held": 30, "longest_hold_ns": 1.0,
+                           "corks": 0, "deferred_errors": {"EBADF": 2}}, "conflicts": []}
+    trace = make_trace(sockets=[make_socket(policy=policy)],
+                       policy_fail_open="the policy deadline thread cannot start")
+    warnings = report_of(tmp_path, trace).warnings
+    assert any("failed open (the policy deadline thread cannot start)" in w for w in warnings), warnings
+    assert any("could not be delivered (EBADF x2)" in w for w in warnings), warnings
+
+
 def test_leftover_traces_are_ignored_with_a_warning(tmp_path):
     report = report_of(
         tmp_path,
