@@ -22,9 +22,9 @@ POLICIES = {"observe": ["--nodelay"], "coalesce": []}
 
 
 def hooks_bench(build):
-    out = subprocess.run([str(build / "bench" / "hooks_bench"), f"--benchmark_filter={BENCHMARKS}",
-                          "--benchmark_min_time=0.3", "--benchmark_format=json"],
-                         capture_output=True, text=True, check=True).stdout
+    cmd = [str(build / "bench" / "hooks_bench"), f"--benchmark_filter={BENCHMARKS}", "--benchmark_min_time=0.3",
+           "--benchmark_format=json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return {b["name"].split("/")[0]: b["cpu_time"] for b in json.loads(out)["benchmarks"]}
 
 
@@ -39,8 +39,9 @@ def burst_round_us(build, policy, client_args, rounds):
             port = int(server.stdout.readline().split()[1])
             env = {"LD_PRELOAD": str(build / "preload/libtcpadvise.so"), "TCPADVISE_OUT": tmp,
                    "TCPADVISE_CONFIG": str(config), "PATH": "/usr/bin:/bin"}
-            out = subprocess.run([str(build / "tests/progs/burst"), "client", "--port", str(port), "--rounds",
-                                  str(rounds), *client_args], env=env, capture_output=True, text=True, check=True, timeout=120)
+            cmd = [str(build / "tests/progs/burst"), "client", "--port", str(port), "--rounds", str(rounds),
+                   *client_args]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, timeout=120)
         finally:
             server.terminate()
             server.wait(timeout=10)
@@ -65,16 +66,19 @@ def main():
     rows = []
     for figure in samples["base"]:
         base, new = samples["base"][figure], samples["new"][figure]
-        rows.append({"figure": figure, "base_median": statistics.median(base), "base_range": [min(base), max(base)],
+        rows.append({"figure": figure,
+                     "base_median": statistics.median(base), "base_range": [min(base), max(base)],
                      "new_median": statistics.median(new), "new_range": [min(new), max(new)],
                      "ratio": statistics.median(new) / statistics.median(base)})
     results = REPO / "bench" / "results"
-    (results / "compare-builds.json").write_text(json.dumps({"runs": args.runs, "rows": rows}, indent=2) + "\n")
+    summary = {"runs": args.runs, "rows": rows}
+    (results / "compare-builds.json").write_text(json.dumps(summary, indent=2) + "\n")
     lines = [f"# Two builds side by side ({args.runs} alternating runs; median [min-max])", "",
              "| figure | base | new | new/base |", "|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['figure']} | {r['base_median']:.1f} [{r['base_range'][0]:.1f}-{r['base_range'][1]:.1f}] "
-                     f"| {r['new_median']:.1f} [{r['new_range'][0]:.1f}-{r['new_range'][1]:.1f}] | {r['ratio']:.3f} |")
+        base = f"{r['base_median']:.1f} [{r['base_range'][0]:.1f}-{r['base_range'][1]:.1f}]"
+        new = f"{r['new_median']:.1f} [{r['new_range'][0]:.1f}-{r['new_range'][1]:.1f}]"
+        lines.append(f"| {r['figure']} | {base} | {new} | {r['ratio']:.3f} |")
     (results / "compare-builds.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

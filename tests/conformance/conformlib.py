@@ -81,7 +81,7 @@ class Peer:
 
 
 def run_case(mode, case, args, peer_args, prog="conform"):
-    """Runs one case of the driver prog in mode; checks every connection's bytes; returns the driver's report."""
+    """Runs one case of the driver prog in mode; checks every connection's bytes; returns the report."""
     cmd = [conform_prog(prog), case, "--seed", str(SEED), *map(str, args)]
     where = f"{mode.name}: {' '.join(cmd)}"
     peer = Peer(peer_args)

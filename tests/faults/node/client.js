@@ -5,7 +5,10 @@
 const crypto = require("crypto");
 const http = require("http");
 
-const [port, count, seed] = process.argv.slice(2).map(Number);
+const fs = require("fs");
+
+const [port, count, seed] = process.argv.slice(2, 5).map(Number);
+const log = process.argv[5];
 let state = seed;
 function random(n) {
   state = (state * 1103515245 + 12345) % 2147483648;
@@ -19,7 +22,7 @@ function expectedReply(n) {
 }
 
 const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 8 });
-const result = { requests: count, answered: 0, bad_request_hash: 0, bad_reply: 0, errors: [] };
+const result = { requests: count, answered: 0, bad_request_hash: 0, bad_reply: 0, errors: [], destroyed: 0 };
 
 function one(i) {
   return new Promise((resolve) => {
@@ -41,7 +44,20 @@ function one(i) {
           result.bad_request_hash++;
         }
         if (!Buffer.concat(chunks).equals(expectedReply(reply))) result.bad_reply++;
-        resolve();
+        if (i % 3 !== 0) {
+          resolve();
+          return;
+        }
+        // Destroyed, not ended: libuv closes the fd with syscall(SYS_close)
+        // and no shutdown; a file written right after gets its number.
+        res.socket.on("close", () => {
+          result.destroyed++;
+          const fd = fs.openSync(log, "a");
+          fs.writeSync(fd, `destroyed ${i}\n`);
+          fs.closeSync(fd);
+          resolve();
+        });
+        res.socket.destroy();
       });
     });
     req.on("error", (e) => { result.errors.push(String(e)); resolve(); });

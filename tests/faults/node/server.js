@@ -37,7 +37,9 @@ const server = http.createServer((req, res) => {
 });
 // Each closed connection is noted in a second log, written right after its
 // socket's fd was closed: the file usually gets the socket's number.
+let connections = 0;
 server.on("connection", (socket) => {
+  connections++;
   socket.on("close", () => {
     const fd = fs.openSync(`${log}.connections`, "a");
     fs.writeSync(fd, "closed\n");
@@ -48,4 +50,11 @@ server.keepAliveTimeout = 200;
 server.listen(0, "127.0.0.1", () => {
   console.log(`listening ${server.address().port}`);
 });
-process.on("SIGTERM", () => server.close(() => process.exit(0)));
+// At the end, the number of connections: one "closed" line each.
+process.on("SIGTERM", () => {
+  server.close(() => {
+    fs.writeFileSync(`${log}.count`, String(connections));
+    process.exit(0);
+  });
+  server.closeAllConnections();
+});
