@@ -22,8 +22,8 @@ POLICIES = {"observe": ["--nodelay"], "coalesce": []}
 
 
 def hooks_bench(build):
-    cmd = [str(build / "bench" / "hooks_bench"), f"--benchmark_filter={BENCHMARKS}", "--benchmark_min_time=0.3",
-           "--benchmark_format=json"]
+    cmd = [str(build / "bench" / "hooks_bench"), f"--benchmark_filter={BENCHMARKS}",
+           "--benchmark_min_time=0.3", "--benchmark_format=json"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return {b["name"].split("/")[0]: b["cpu_time"] for b in json.loads(out)["benchmarks"]}
 
