@@ -18,6 +18,7 @@
 #include "private_alloc.h"
 #include "raw_log.h"
 #include "real_libc.h"
+#include "reentry.h"
 #include "runtime.h"
 
 namespace tcpadvise {
@@ -58,6 +59,7 @@ void LockShared(pthread_mutex_t* m) {
 void UnlockShared(pthread_mutex_t* m) {
   pthread_mutex_unlock(m);
   t_in_shared = false;
+  if (__builtin_expect(t_pending_signal != 0, 0)) RunPendingSignal();
 }
 
 // kOverflowCapacity bounds what signal handlers may write while their thread
@@ -151,6 +153,7 @@ void Leave(PolicyState* p) {
     t_inside = p;
     p->lock.Lock();
   }
+  if (__builtin_expect(t_pending_signal != 0, 0)) RunPendingSignal();
 }
 
 // ---- coalesce ----
@@ -524,6 +527,8 @@ void ApplyUnlessSet(SocketState* s, int fd, const PolicySettings& settings, AppO
 }
 
 }  // namespace
+
+bool InsidePolicy() { return InterruptedShim(); }
 
 void LoadPolicyConfig(const char* path) {
   ErrnoSaver errno_saver;

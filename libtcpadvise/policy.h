@@ -133,6 +133,10 @@ void ResetPolicyInChild(PolicyState* p);
 // parent sends them) so they are never sent twice.
 void DropHeldInChild();
 
+// InsidePolicy tells whether this thread is inside policy code that holds a
+// lock: a signal handler that interrupted it must not take policy locks.
+bool InsidePolicy();
+
 // AnyHeld reports whether any socket holds bytes or a cork: the one check
 // reads and waits pay when nothing is held.
 extern std::atomic<int> g_held_count;

@@ -78,12 +78,12 @@ class SocketTable {
   // While it is held, hooks entered on the same thread (signal handlers)
   // pass through (reentry.h); a stale entry is retired when its fd is reused.
   void Lock() {
-    ++t_shim_depth;
+    EnterShimSection();
     pthread_mutex_lock(&mutex_);
   }
   void Unlock() {
     pthread_mutex_unlock(&mutex_);
-    --t_shim_depth;
+    LeaveShimSection();
   }
 
   // SocketTable::ResetInChild runs in a fork child: the child keeps the

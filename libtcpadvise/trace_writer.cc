@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "json_writer.h"
 #include "policy.h"
 #include "raw_log.h"
+#include "reentry.h"
 #include "real_libc.h"
 #include "runtime.h"
 #include "socket_table.h"
@@ -419,6 +421,10 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   w->Uint(RealtimeNs());
   w->Key("final");
   w->Bool(final);
+  if (final && g_runtime.stop_signal != 0) {
+    w->Key("stop_signal");
+    w->String(sigabbrev_np(g_runtime.stop_signal));
+  }
   w->Key("tsc_hz");
   w->Double(tsc_hz);
   w->Key("groups_dropped");
@@ -483,9 +489,17 @@ void WriteTrace(bool final) {
   UnlockTraceWriter();
 }
 
-void LockTraceWriter() { pthread_mutex_lock(&g_writer_mutex); }
+// The trace writer's mutex is held inside a shim section: a stop signal that
+// interrupts its holder must not write the trace on that thread (signals.h).
+void LockTraceWriter() {
+  EnterShimSection();
+  pthread_mutex_lock(&g_writer_mutex);
+}
 
-void UnlockTraceWriter() { pthread_mutex_unlock(&g_writer_mutex); }
+void UnlockTraceWriter() {
+  pthread_mutex_unlock(&g_writer_mutex);
+  LeaveShimSection();
+}
 
 void ResetTraceWriterInChild() {
   pthread_mutex_init(&g_writer_mutex, nullptr);
