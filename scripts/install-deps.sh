@@ -13,6 +13,7 @@ packages=(
   iproute2 util-linux  # ip, taskset
   python3 python3-pip
   redis-server redis-tools nginx curl wrk  # tests/realprogs: real servers and clients
+  iperf3               # tests/e2e/test_live.py: a stream's control and data connections
 )
 
 missing=()
