@@ -22,7 +22,9 @@
 // without SA_RESTART so that a call inside the section returns (EINTR, which
 // the shim's own loops retry) rather than blocks on. The window between a
 // program's sigaction(SIG_DFL) and the shim's handler going back is a few
-// instructions, during which the signal kills without a trace.
+// instructions, during which the signal kills without a trace. A call the
+// signal interrupts between the kernel's return and the shim's counters is
+// not counted: the program never saw its result.
 #ifndef TCPADVISE_SIGNALS_H_
 #define TCPADVISE_SIGNALS_H_
 
