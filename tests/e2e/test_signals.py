@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from testlib import load_traces, shim_env, sockets, start_listening, wait_for
+from testlib import load_traces, prog, shim_env, sockets, start_listening, wait_for
 
 SHAPES = [sys.executable, str(Path(__file__).with_name("shapes.py"))]
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "realprogs"
@@ -231,3 +231,26 @@ def test_nginx_master_and_workers_stopped_write_their_traces(tmp_path, sig):
     assert connections == 4 and read == 4 * len(request)
     for conn in conns:
         conn.close()
+
+
+def test_stop_signal_inside_the_shim_still_ends_the_process_with_its_trace(tmp_path):
+    """churn opens and closes connections without pause: many SIGTERMs land
+    while the shim holds its table's lock, and are handled as that section
+    ends. Every run must die of SIGTERM within seconds, with a final trace
+    whose counts add up (each connection wrote and read one byte)."""
+    for run_number in range(12):
+        out = tmp_path / str(run_number)
+        out.mkdir()
+        proc, _ = start_listening([prog("churn")], shim_env(out, interval=0.01))
+        time.sleep(0.05 + 0.02 * run_number)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+        assert proc.returncode == -signal.SIGTERM, err
+        (trace,) = load_traces(out).values()
+        assert trace["final"] and trace["stop_signal"] == "TERM"
+        clients = [s for s in sockets(trace, "client") if s["used"]]
+        servers = [s for s in sockets(trace, "server") if s["used"]]
+        written = sum(s["writes"]["bytes"] for s in clients)
+        assert written > 0 and sum(s["writes"]["calls"] for s in clients) == written
+        # At most the last connection's byte is in flight when the signal lands.
+        assert written - 1 <= sum(s["reads"]["bytes"] for s in servers) <= written
