@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <atomic>
 
@@ -28,8 +29,11 @@ bool Watched(int sig) { return sig == SIGHUP || sig == SIGINT || sig == SIGQUIT 
 // DieOf writes the final trace, then ends the process by sig as the default
 // disposition would have (core dump included for SIGQUIT).
 [[noreturn]] void DieOf(int sig) {
-  g_runtime.stop_signal = sig;
-  RuntimeStop();
+  // A vfork child shares its parent's memory: the trace would be the parent's.
+  if (getpid() == g_runtime.pid) {
+    g_runtime.stop_signal = sig;
+    RuntimeStop();
+  }
   struct sigaction dfl;
   memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;

@@ -52,8 +52,10 @@ def test_idle_epoll_server_gets_snapshots_on_time_with_its_open_connections(tmp_
             seen[trace["written_unix_ns"]] = trace
             time.sleep(0.05)
         times = sorted(seen)
-        assert len(times) >= 5, times  # one every 0.5 s
-        assert max(b - a for a, b in zip(times, times[1:])) < 1.2e9
+        # One every 0.5 s (6 in 3.2 s); the margin is for a loaded machine. Without
+        # the snapshot thread there would be none: the server calls nothing.
+        assert len(times) >= 4, times
+        assert max(b - a for a, b in zip(times, times[1:])) < 1.5e9
         last = seen[times[-1]]
         assert not last["final"]
         live = sockets(last, "server")
@@ -167,7 +169,8 @@ def test_iperf3_control_and_data_connections_stay_in_separate_groups(tmp_path):
         if server.poll() is None:
             server.kill()
             server.wait()
-    sent = json.loads(client.stdout)["end"]["sum_sent"]["bytes"]
+    end = json.loads(client.stdout)["end"]
+    sent, received = end["sum_sent"]["bytes"], end["sum_received"]["bytes"]
     assert sent == 32 << 20
     traces = load_traces(tmp_path)
     (client_trace,) = [t for pid, t in traces.items() if pid != server.pid]
@@ -182,4 +185,5 @@ def test_iperf3_control_and_data_connections_stay_in_separate_groups(tmp_path):
     assert data["cookie"] > 0 and control["cookie"] > 0 and data["cookie"] != control["cookie"]
     server_groups = {g["shape"]: g for g in sockets(traces[server.pid], "server")}
     assert set(server_groups) == {"read-only", "request-response"}
-    assert server_groups["read-only"]["reads"]["bytes"] == sent + 37
+    # The server stops reading at the test's end: what it read is its own count.
+    assert server_groups["read-only"]["reads"]["bytes"] == received + 37
