@@ -1,5 +1,6 @@
 #include "signals.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +24,14 @@ std::atomic<bool> g_watching{false};
 // g_owned[sig]: the shim's handler is installed where the program believes
 // SIG_DFL is.
 std::atomic<bool> g_owned[NSIG];
+
+// Bound returns a bound libc pointer, looking it up itself when a call comes
+// before the shim's constructor: a sanitizer's start-up calls sigaction
+// through here, where BindRealLibc (instrumented) must not run yet.
+template <typename Fn>
+Fn Bound(Fn slot, const char* name) {
+  return slot != nullptr ? slot : reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
 
 bool Watched(int sig) { return sig == SIGHUP || sig == SIGINT || sig == SIGQUIT || sig == SIGTERM; }
 
@@ -132,7 +141,9 @@ void StartSignalWatch() {
 }
 
 int Sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
-  if (!g_watching.load(std::memory_order_acquire) || !Watched(sig)) return Real(g_real.sigaction)(sig, act, old);
+  if (!g_watching.load(std::memory_order_acquire) || !Watched(sig)) {
+    return Bound(g_real.sigaction, "sigaction")(sig, act, old);
+  }
   const bool owned = g_owned[sig].load(std::memory_order_relaxed);
   if (owned && act != nullptr && act->sa_handler == SIG_DFL) {
     if (old != nullptr) FillDefault(old);  // the shim's handler stays
@@ -146,14 +157,16 @@ int Sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
   return result;
 }
 
-sighandler_t Signal(int sig, sighandler_t handler) { return ChangeHandler(Real(g_real.signal), sig, handler); }
+sighandler_t Signal(int sig, sighandler_t handler) {
+  return ChangeHandler(Bound(g_real.signal, "signal"), sig, handler);
+}
 
 sighandler_t SysvSignal(int sig, sighandler_t handler) {
-  return ChangeHandler(Real(g_real.sysv_signal), sig, handler);
+  return ChangeHandler(Bound(g_real.sysv_signal, "sysv_signal"), sig, handler);
 }
 
 sighandler_t Sigset(int sig, sighandler_t disposition) {
-  return ChangeHandler(Real(g_real.sigset), sig, disposition);
+  return ChangeHandler(Bound(g_real.sigset, "sigset"), sig, disposition);
 }
 
 void ForgetPendingSignalInChild() { t_pending_signal = 0; }

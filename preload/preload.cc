@@ -223,14 +223,17 @@ TCPADVISE_EXPORT void _Exit(int status) {
 }
 
 // The dispositions the program sets: a stop signal it leaves at the default
-// still writes the final trace (signals.h).
-TCPADVISE_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+// still writes the final trace (signals.h). Not instrumented by ThreadSanitizer,
+// whose start-up calls sigaction, through here, before it can count calls.
+#define TCPADVISE_SIGNAL_EXPORT TCPADVISE_EXPORT __attribute__((no_sanitize("thread")))
+TCPADVISE_SIGNAL_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
   return tcpadvise::Sigaction(sig, act, old);
 }
-TCPADVISE_EXPORT sighandler_t signal(int sig, sighandler_t handler) { return tcpadvise::Signal(sig, handler); }
-TCPADVISE_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler) { return tcpadvise::Signal(sig, handler); }
-TCPADVISE_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) { return tcpadvise::SysvSignal(sig, handler); }
-TCPADVISE_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler) {
+TCPADVISE_SIGNAL_EXPORT sighandler_t signal(int sig, sighandler_t handler) { return tcpadvise::Signal(sig, handler); }
+TCPADVISE_SIGNAL_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler) { return tcpadvise::Signal(sig, handler); }
+TCPADVISE_SIGNAL_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) { return tcpadvise::SysvSignal(sig, handler); }
+TCPADVISE_SIGNAL_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler) {
   return tcpadvise::SysvSignal(sig, handler);
 }
-TCPADVISE_EXPORT sighandler_t sigset(int sig, sighandler_t disposition) { return tcpadvise::Sigset(sig, disposition); }
+TCPADVISE_SIGNAL_EXPORT sighandler_t sigset(int sig, sighandler_t disposition) { return tcpadvise::Sigset(sig, disposition); }
+#undef TCPADVISE_SIGNAL_EXPORT
