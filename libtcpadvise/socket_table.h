@@ -66,7 +66,9 @@ class SocketTable {
   void ReleaseRange(unsigned first, unsigned last);
 
   // SocketTable::ForEachLive calls fn(fd, entry) for each fd's entry (an
-  // entry with several fds is visited once) with the mutex held.
+  // entry with several fds is visited once) with the mutex held. fn may let
+  // go of the mutex and take it back: each fd's slot is read when its turn
+  // comes.
   template <typename Fn>
   void ForEachLive(Fn fn);
 

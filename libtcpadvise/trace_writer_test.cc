@@ -99,6 +99,38 @@ TEST_F(TraceWriterTest, ClosedSocketsOfDifferentShapesStayApart) {
   EXPECT_EQ(groups, 2);
 }
 
+// A snapshot of many live sockets lets go of the lock between runs of them,
+// while the application closes sockets: none appears twice (each has its
+// own group key, so a closed one keeps its cookie in its group).
+TEST_F(TraceWriterTest, ASnapshotThatLetsGoOfTheLockCountsNoSocketTwice) {
+  constexpr int kSockets = 1000, kFirstFd = 2000;
+  for (int i = 0; i < kSockets; ++i) {
+    SocketState* s = g_table.Track(kFirstFd + i, Client(static_cast<uint16_t>(20000 + i)));
+    s->id.cookie = 1 + i;
+    s->OnWrite(WriteApi::kWrite, 10, 0, kScalarWrite, 0, 0);
+  }
+  std::atomic<bool> started{false};
+  std::thread closer([&] {
+    while (!started.load()) std::this_thread::yield();
+    for (int i = kSockets - 1; i >= 0; --i) g_table.Release(kFirstFd + i);
+  });
+  started.store(true);
+  const std::string json = Serialize();
+  closer.join();
+  std::vector<int> seen(kSockets + 1, 0);
+  for (size_t at = json.find("\"cookie\":"); at != std::string::npos; at = json.find("\"cookie\":", at + 1)) {
+    const unsigned long cookie = std::stoul(json.substr(at + 9, 12));
+    ASSERT_LE(cookie, static_cast<unsigned long>(kSockets));
+    ++seen[cookie];
+  }
+  for (int cookie = 1; cookie <= kSockets; ++cookie) EXPECT_LE(seen[cookie], 1) << cookie;
+  // Every socket is in the next snapshot, closed.
+  const std::string after = Serialize();
+  for (int cookie = 1; cookie <= kSockets; ++cookie) {
+    EXPECT_NE(after.find("\"cookie\":" + std::to_string(cookie) + ","), std::string::npos) << cookie;
+  }
+}
+
 // Application threads write, read, open and close sockets while a snapshot
 // is serialised over and over: run under ThreadSanitizer in CI, and the
 // totals must come out exact because each socket has one writer.
