@@ -109,10 +109,6 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
   return started;
 }
 
-bool ApplicationSingleThreaded() {
-  return __libc_single_threaded || g_real.direct.load(std::memory_order_relaxed);
-}
-
 void NoteApplicationThread() {
   if (t_starting_shim_thread) return;
   g_application_threads.store(true, std::memory_order_relaxed);

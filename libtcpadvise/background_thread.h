@@ -22,10 +22,6 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
 // lives; the shim's threads call it about once a second.
 void ExitIfApplicationGone();
 
-// ApplicationSingleThreaded tells whether the application runs one thread;
-// the shim's own threads do not count.
-bool ApplicationSingleThreaded();
-
 // NoteApplicationThread records that the application starts or cancels a
 // thread (the pthread_create and pthread_cancel wrappers; a shim thread
 // starting does not count): from then on every call goes through glibc,

@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include "reentry.h"
+
 namespace tcpadvise {
 
 std::atomic<int> g_held_count{0};
@@ -22,6 +24,7 @@ void LockShared(pthread_mutex_t* m) {
 void UnlockShared(pthread_mutex_t* m) {
   pthread_mutex_unlock(m);
   t_in_shared = false;
+  if (__builtin_expect(t_pending_signal != 0, 0)) RunPendingSignal();
 }
 
 bool AddToHeldSetSlow(PolicyState* p) {

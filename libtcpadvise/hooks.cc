@@ -71,14 +71,32 @@ template <typename Call>
       s->stats.burst_open_writes.Get() == 0);
 }
 
+// VectorPartial tells whether a successful vector write sent less than its
+// buffers hold (read only after the kernel did: no bad pointer is touched).
+[[gnu::noinline]] bool VectorPartial(size_t sent, const iovec* data, int data_count) {
+  size_t asked = 0;
+  for (int i = 0; i < data_count && asked <= sent; ++i) asked += data[i].iov_len;
+  return sent < asked;
+}
+
+// CountPartialWrite counts a write that returned less than it was asked to
+// send: one comparison for a scalar write.
+[[gnu::always_inline]] inline void CountPartialWrite(SocketState* s, size_t sent, const iovec* data, int data_count) {
+  const bool partial = data_count == 1 ? sent < data->iov_len : data_count > 1 && VectorPartial(sent, data, data_count);
+  if (__builtin_expect(partial, 0)) s->stats.partial_writes.Increment();
+}
+
 // Written runs a write-family call on a tracked socket: through the policy
 // when one takes the socket's writes, else straight to libc; recorded either
 // way as the application saw it.
 template <typename Call>
 [[gnu::always_inline]] inline ssize_t Written(SocketState* s, int fd, WriteApi api, uint64_t iovcnt,
                                               const iovec* data, int data_count, int flags, bool special, Call call) {
-  if (__builtin_expect(s->stats.policy == nullptr, 1)) return TrackedWrite(s, api, iovcnt, call);
-  return WrittenUnderPolicy(s, fd, api, iovcnt, data, data_count, flags, special, call);
+  const ssize_t result = __builtin_expect(s->stats.policy == nullptr, 1)
+                             ? TrackedWrite(s, api, iovcnt, call)
+                             : WrittenUnderPolicy(s, fd, api, iovcnt, data, data_count, flags, special, call);
+  if (result >= 0 && data != nullptr) CountPartialWrite(s, static_cast<size_t>(result), data, data_count);
+  return result;
 }
 
 // kOrdinaryFlags are the send flags a policy can hold bytes under; any other

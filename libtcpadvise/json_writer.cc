@@ -70,17 +70,20 @@ void JsonWriter::Key(const char* key) {
 void JsonWriter::String(const char* value) {
   BeforeValue();
   AppendChar('"');
-  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(value); *p; ++p) {
+  const char* run = value;  // characters that need no escape go in one piece
+  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(value);; ++p) {
+    if (*p != '\0' && *p != '"' && *p != '\\' && *p >= 0x20) continue;
+    Append(run, static_cast<size_t>(reinterpret_cast<const char*>(p) - run));
+    if (*p == '\0') break;
     if (*p == '"' || *p == '\\') {
       const char escaped[2] = {'\\', static_cast<char>(*p)};
       Append(escaped, 2);
-    } else if (*p < 0x20) {
+    } else {
       char escaped[8];
       snprintf(escaped, sizeof(escaped), "\\u%04x", *p);
       Append(escaped, 6);
-    } else {
-      AppendChar(static_cast<char>(*p));
     }
+    run = reinterpret_cast<const char*>(p) + 1;
   }
   AppendChar('"');
 }

@@ -41,7 +41,14 @@ class JsonWriter {
  private:
   void BeforeValue();
   void Append(const char* text, size_t len);
-  void AppendChar(char c) { Append(&c, 1); }
+  // AppendChar: most of a trace is single characters; room is usually there.
+  void AppendChar(char c) {
+    if (__builtin_expect(size_ < capacity_, 1)) {
+      buffer_[size_++] = c;
+    } else {
+      Append(&c, 1);
+    }
+  }
 
   char* buffer_ = nullptr;
   size_t size_ = 0;

@@ -16,6 +16,7 @@
 #include "private_alloc.h"
 #include "raw_log.h"
 #include "real_libc.h"
+#include "reentry.h"
 #include "runtime.h"
 #include "socket_table.h"
 #include "user_memory.h"
@@ -161,7 +162,10 @@ void GiveTurn(PolicyState* p) {
     if (p->overflow_length.load(std::memory_order_acquire) == p->overflow_drained) break;
     if (!TryTakeTurn(p)) break;  // whoever took it sends them
   }
+  if (__builtin_expect(t_pending_signal != 0, 0)) RunPendingSignal();
 }
+
+bool InsidePolicy() { return InterruptedShim(); }
 
 void ReleaseTaken(PolicyState* p, FlushCause cause, bool verify, bool may_block, bool exiting) {
   const int fd = p->fd.load(std::memory_order_relaxed);

@@ -109,6 +109,10 @@ bool TryTakeTurn(PolicyState* p);
 void GiveTurn(PolicyState* p);
 void ReleaseTaken(PolicyState* p, FlushCause cause, bool verify, bool may_block, bool exiting);
 
+// InsidePolicy tells whether this thread is inside policy code that holds a
+// lock: a signal handler that interrupted it must not take policy locks.
+bool InsidePolicy();
+
 }  // namespace tcpadvise
 
 #endif  // TCPADVISE_POLICY_H_

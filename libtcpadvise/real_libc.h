@@ -119,6 +119,13 @@ struct alignas(64) RealLibc {
   FILE* (*popen)(const char*, const char*);
   void (*exit_now)(int);
   void (*exit_now_c99)(int);
+  // The dispositions a program sets (signals.h); sigaction also from the
+  // shim's signal handler.
+  int (*sigaction)(int, const struct sigaction*, struct sigaction*);
+  sighandler_t (*signal)(int, sighandler_t);
+  sighandler_t (*bsd_signal)(int, sighandler_t);
+  sighandler_t (*sysv_signal)(int, sighandler_t);
+  sighandler_t (*sigset)(int, sighandler_t);
 };
 
 // g_real is bound by BindRealLibc, normally from the shim's constructor.

@@ -10,11 +10,23 @@ namespace tcpadvise {
 // t_shim_depth counts the lock-holding sections this thread is inside.
 extern __thread int t_shim_depth;
 
+// t_pending_signal is a stop signal that interrupted this thread inside such
+// a section (signals.h); RunPendingSignal, called where the last section
+// ends, writes the final trace and dies of it.
+extern __thread int t_pending_signal;
+void RunPendingSignal();
+
+// EnterShimSection and LeaveShimSection bracket a section.
+inline void EnterShimSection() { ++t_shim_depth; }
+inline void LeaveShimSection() {
+  if (--t_shim_depth == 0 && __builtin_expect(t_pending_signal != 0, 0)) RunPendingSignal();
+}
+
 // ShimSection marks such a section for its scope.
 class ShimSection {
  public:
-  ShimSection() { ++t_shim_depth; }
-  ~ShimSection() { --t_shim_depth; }
+  ShimSection() { EnterShimSection(); }
+  ~ShimSection() { LeaveShimSection(); }
   ShimSection(const ShimSection&) = delete;
   ShimSection& operator=(const ShimSection&) = delete;
 };

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <unistd.h>
 
 #include <atomic>
 
@@ -12,6 +13,8 @@
 #include "policy.h"
 #include "raw_log.h"
 #include "real_libc.h"
+#include "reentry.h"
+#include "signals.h"
 #include "socket_table.h"
 #include "trace_writer.h"
 
@@ -49,7 +52,14 @@ void* SnapshotLoop(void*) {
   return nullptr;
 }
 
-bool StartSnapshotThread() { return StartBackgroundThread(SnapshotLoop, 64 * 1024, "snap"); }
+// StartSnapshotThreadOnce starts the snapshot thread unless it runs; false
+// if it could not start (the calling threads then take the snapshots).
+bool StartSnapshotThreadOnce() {
+  if (g_snapshot_thread_started.exchange(true, std::memory_order_acq_rel)) return true;
+  if (StartBackgroundThread(SnapshotLoop, 64 * 1024, "snap")) return true;
+  g_snapshot_thread_started.store(false, std::memory_order_relaxed);
+  return false;
+}
 
 void BeforeFork() {
   // The child must not send what the parent holds: it all goes out now.
@@ -68,9 +78,12 @@ void AfterForkInChild() {
   g_table.ResetInChild();
   ResetTraceWriterInChild();
   g_runtime.start_unix_ns = RealtimeNs();
-  // The parent's snapshot thread did not survive the fork: snapshots go back
-  // to the calling threads until the child has threads of its own.
+  g_runtime.pid = getpid();
+  ForgetPendingSignalInChild();
+  // The parent's snapshot thread did not survive the fork: the child starts
+  // its own at its next snapshot deadline or the next socket it tracks.
   if (g_snapshot_thread_started.exchange(false, std::memory_order_relaxed)) {
+    g_armed.store(false, std::memory_order_relaxed);
     g_next_snapshot_tick.store(ReadTicks() + IntervalTicks(), std::memory_order_relaxed);
   }
 }
@@ -122,6 +135,7 @@ void RuntimeStart() {
   if (warning != nullptr) RawWarning("%s", warning);
   g_runtime.tick_rate.Start();
   g_runtime.start_unix_ns = RealtimeNs();
+  g_runtime.pid = getpid();
   if (program_invocation_short_name != nullptr && program_invocation_short_name[0] != '\0') {
     strncpy(g_runtime.program, program_invocation_short_name, sizeof(g_runtime.program) - 1);
   }
@@ -135,6 +149,7 @@ void RuntimeStart() {
   }
   pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
   g_active.store(true, std::memory_order_release);
+  StartSignalWatch();
 }
 
 void RuntimeStop() {
@@ -143,10 +158,23 @@ void RuntimeStop() {
   WriteTrace(/*final=*/true);
 }
 
+void RuntimeStopAtExitCall() {
+  if (!g_active.load(std::memory_order_acquire)) return;
+  // A vfork child shares its parent's memory: a trace written here would
+  // be the parent's, and would end its snapshots.
+  if (getpid() != g_runtime.pid) return;
+  // A signal handler that interrupted the shim: its locks are held.
+  if (Reentered()) return;
+  WriteTrace(/*final=*/true);
+}
+
 void OnSocketTracked() {
   if (g_runtime.settings.interval_s <= 0) return;
   const uint64_t now = ReadTicks();
   if (!g_armed.exchange(true, std::memory_order_relaxed)) {
+    // Snapshots come on time from the snapshot thread, whatever the
+    // program does (idle in epoll_wait with every connection open).
+    if (StartSnapshotThreadOnce()) return;
     g_next_snapshot_tick.store(now + IntervalTicks(), std::memory_order_relaxed);
   }
   MaybeSnapshot(now);
@@ -159,10 +187,7 @@ void SnapshotDue(uint64_t now_ticks) {
       !g_next_snapshot_tick.compare_exchange_strong(due, UINT64_MAX, std::memory_order_acq_rel)) {
     return;
   }
-  if (!ApplicationSingleThreaded() && !g_snapshot_thread_started.exchange(true, std::memory_order_acq_rel)) {
-    if (StartSnapshotThread()) return;  // the thread owns snapshots from now on
-    g_snapshot_thread_started.store(false, std::memory_order_relaxed);
-  }
+  if (StartSnapshotThreadOnce()) return;  // the thread owns snapshots from now on
   WriteTrace(/*final=*/false);
   g_next_snapshot_tick.store(ReadTicks() + IntervalTicks(), std::memory_order_relaxed);
 }

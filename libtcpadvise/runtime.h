@@ -26,6 +26,11 @@ struct RuntimeState {
   char program[256] = "unknown";
   TickRate tick_rate;
   uint64_t start_unix_ns = 0;
+  // The process the state belongs to (set again in a fork child): a vfork
+  // child, which shares the memory, has another pid.
+  int pid = 0;
+  // The stop signal the final trace was written for (signals.h), else 0.
+  int stop_signal = 0;
 };
 
 extern RuntimeState g_runtime;
@@ -39,18 +44,24 @@ Settings ParseSettings(const char* out_dir, const char* interval, const char** w
 // the table cannot be set up.
 void RuntimeStart();
 
-// RuntimeStop writes the final trace.
+// RuntimeStop writes the final trace (exit, or a fatal signal: signals.h).
 void RuntimeStop();
+
+// RuntimeStopAtExitCall writes the final trace from _exit, which runs no
+// destructor (a fork child's usual end): not in a vfork child, nor in a
+// signal handler that interrupted the shim. Held bytes went out before.
+void RuntimeStopAtExitCall();
 
 // g_next_snapshot_tick is when the next periodic snapshot is due, in ticks;
 // UINT64_MAX while none is due from the calling threads (snapshots off, or
 // the snapshot thread has them).
 extern std::atomic<uint64_t> g_next_snapshot_tick;
 
-// SnapshotDue writes a snapshot from the calling thread, or hands snapshots
-// to a background thread once the program has threads of its own: the shim
-// never makes a single-threaded program multi-threaded, which would slow
-// every cancellable libc call in it.
+// SnapshotDue hands snapshots to the snapshot thread, or writes one from the
+// calling thread when that thread cannot start (or has not yet in a fork
+// child). The thread is what makes snapshots come on time in a program idle
+// in epoll_wait; in a single-threaded program the shim's hot calls bypass
+// glibc's cancellation bookkeeping meanwhile (RealLibc::direct).
 void SnapshotDue(uint64_t now_ticks);
 
 // MaybeSnapshot is the hot path's check: the calls that read the clock anyway
@@ -59,8 +70,8 @@ inline void MaybeSnapshot(uint64_t now_ticks) {
   if (__builtin_expect(now_ticks >= g_next_snapshot_tick.load(std::memory_order_relaxed), 0)) SnapshotDue(now_ticks);
 }
 
-// OnSocketTracked arms the first snapshot deadline and checks it where a
-// socket starts being tracked (socket, accept).
+// OnSocketTracked starts the snapshot thread with the first tracked socket
+// (socket, accept), else arms the calling threads' deadline and checks it.
 void OnSocketTracked();
 
 // NoteTrackFailure remembers, for the trace, that a socket could not be tracked.

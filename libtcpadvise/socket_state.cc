@@ -1,8 +1,10 @@
 #include "socket_state.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "address.h"
+#include "errno_saver.h"
 
 namespace tcpadvise {
 
@@ -72,6 +74,8 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   turn_ticks.MergeFrom(o.turn_ticks);
   AddCounters(read_by_api, o.read_by_api, static_cast<int>(ReadApi::kCount));
   read_eof.Add(o.read_eof.Get());
+  partial_writes.Add(o.partial_writes.Get());
+  write_eagain.Add(o.write_eagain.Get());
   read_size.MergeFrom(o.read_size);
   AddCounters(errors, o.errors, kErrnoSlots);
   policy_counters.MergeFrom(o.policy_counters);
@@ -99,6 +103,8 @@ void SocketStats::Reset() {
   turn_ticks.Reset();
   ZeroCounters(read_by_api, static_cast<int>(ReadApi::kCount));
   read_eof.Set(0);
+  partial_writes.Set(0);
+  write_eagain.Set(0);
   read_size.Reset();
   ZeroCounters(errors, kErrnoSlots);
   policy_counters.Reset();
@@ -127,8 +133,32 @@ void SocketIdentity::ClearEphemeralPort() { SetPort(role == Role::kServer ? &pee
 
 uint16_t SocketIdentity::ServicePort() const { return role == Role::kServer ? PortOf(local) : PortOf(peer); }
 
+const char* ShapeKindName(ShapeKind kind) {
+  static const char* const kNames[] = {"unused", "write-only", "read-only", "request-response"};
+  return kNames[static_cast<int>(kind)];
+}
+
+uint8_t ShapeOf(const SocketStats& stats) {
+  ShapeKind kind;
+  const bool wrote = stats.write_bytes.Get() != 0, read = stats.read_bytes.Get() != 0;
+  if (wrote && read) {
+    kind = ShapeKind::kRequestResponse;
+  } else if (wrote) {
+    kind = ShapeKind::kWriteOnly;
+  } else if (read) {
+    kind = ShapeKind::kReadOnly;
+  } else {
+    // Calls that moved no byte (EAGAIN, end of file) are still a use.
+    kind = stats.Active() ? ShapeKind::kReadOnly : ShapeKind::kUnused;
+  }
+  const double median = stats.write_size.Percentile(0.5);
+  int size_class = 0;
+  if (median >= 1) size_class = 1 + (63 - __builtin_clzll(static_cast<uint64_t>(median))) / 2;
+  return static_cast<uint8_t>(static_cast<int>(kind) | (size_class << 2));
+}
+
 bool SocketIdentity::SameGroup(const SocketIdentity& other) const {
-  if (role != other.role || rule != other.rule || local.ss_family != other.local.ss_family || ServicePort() != other.ServicePort()) {
+  if (role != other.role || shape != other.shape || rule != other.rule || local.ss_family != other.local.ss_family || ServicePort() != other.ServicePort()) {
     return false;
   }
   size_t len_a, len_b;
@@ -141,6 +171,7 @@ uint64_t SocketIdentity::GroupHash() const {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   auto mix = [&h](uint64_t byte) { h = (h ^ byte) * 1099511628211ull; };
   mix(static_cast<uint64_t>(role));
+  mix(shape);
   mix(static_cast<uint64_t>(rule + 1));
   mix(local.ss_family);
   mix(ServicePort());
@@ -152,6 +183,11 @@ uint64_t SocketIdentity::GroupHash() const {
 
 void SocketState::CountError(int errno_value) {
   stats.errors[ErrnoSlot(errno_value)].Increment();
+}
+
+void SocketState::CountWriteError(int errno_value) {
+  if (errno_value == EAGAIN) stats.write_eagain.Increment();
+  CountError(errno_value);
 }
 
 void SocketState::OnReadNothing(int64_t result, int errno_value) {
@@ -168,6 +204,12 @@ bool SocketState::WorthReporting() const {
 }
 
 void SocketState::ReadKernelState(int fd) {
+  // The fd may have been closed behind the shim's back (syscall(SYS_close),
+  // as libuv does) and perhaps reused: only this socket's own figures count.
+  if (id.cookie != 0) {
+    ErrnoSaver errno_saver;
+    if (SocketCookie(fd) != id.cookie) return;
+  }
   ReadTcpInfo(fd, &tcp_info);
   ReadKernelOptions(fd, &kernel_options);
 }
@@ -179,6 +221,7 @@ void SocketState::ResetForReuse() {
   next_free = nullptr;
   opened_ticks = 0;
   connections = 0;
+  lifetime_ticks = 0;
   inherited = false;
   nonblocking.store(false, std::memory_order_relaxed);
   options_set_mask = 0;
@@ -192,8 +235,12 @@ void SocketState::MergeFrom(const SocketState& closed) {
   if (connections == 0) {
     id = closed.id;
     id.ClearEphemeralPort();
+  } else {
+    id.cookie = 0;  // a group of several connections keeps no one cookie
   }
   connections += closed.connections;
+  lifetime_ticks += closed.lifetime_ticks;
+  inherited = closed.inherited;  // the group key keeps inherited sockets apart
   nonblocking.store(closed.nonblocking.load(std::memory_order_relaxed), std::memory_order_relaxed);
   options_set_mask |= closed.options_set_mask;
   for (int i = 0; i < static_cast<int>(AppOption::kCount); ++i) {

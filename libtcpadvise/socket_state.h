@@ -95,6 +95,12 @@ struct alignas(64) SocketStats {
   alignas(64) Counter write_by_api[static_cast<int>(WriteApi::kCount)];
   Counter read_by_api[static_cast<int>(ReadApi::kCount)];
   Counter read_eof;
+  // Writes that returned less than they were asked to send, and writes the
+  // kernel refused with EAGAIN: with the sampled write times, the shim's own
+  // evidence of a full send buffer (on loopback the kernel's sndbuf-limited
+  // time stays 0).
+  Counter partial_writes;
+  Counter write_eagain;
   BytesHistogram write_size;
   // Only vector calls (writev, sendmsg, sendmmsg) are recorded here; a scalar
   // write's single buffer is added when the trace is written.
@@ -116,6 +122,21 @@ struct alignas(64) SocketStats {
   bool Active() const { return write_calls.Get() != 0 || read_calls.Get() != 0; }
 };
 
+// Shape is a connection's coarse pattern, the part of the group key that
+// keeps connections that talk differently apart (iperf3's control and data
+// connections share role, port and peer): the low 2 bits are a ShapeKind,
+// the others the class of the median write size (ShapeOf).
+enum class ShapeKind : uint8_t { kUnused, kWriteOnly, kReadOnly, kRequestResponse };
+const char* ShapeKindName(ShapeKind kind);
+
+// ShapeOf classifies statistics: unused (no read or write call), write-only
+// (bytes written, none read), read-only, or request-response; the median
+// write size's class is its power of four (1-3 B, 4-15 B, ..., 64-255 KiB),
+// 0 without writes. Coarse on purpose: two connections of one kind whose
+// median writes are within a factor of 4 usually share a group.
+uint8_t ShapeOf(const SocketStats& stats);
+inline ShapeKind KindOfShape(uint8_t shape) { return static_cast<ShapeKind>(shape & 3); }
+
 // SocketIdentity is what the group key and the trace need to name a socket.
 struct SocketIdentity {
   Role role = Role::kUnknown;
@@ -126,6 +147,9 @@ struct SocketIdentity {
   // same in every process that shares it (fork, SCM_RIGHTS), never reused
   // while the system runs; 0 when the kernel could not say.
   uint64_t cookie = 0;
+  // The connection's pattern (Shape), set when a closed socket is folded:
+  // part of the group key.
+  uint8_t shape = 0;
   sockaddr_storage local{};
   sockaddr_storage peer{};
 
@@ -133,7 +157,7 @@ struct SocketIdentity {
   // the peer port of a connected one: the port that names the service.
   uint16_t ServicePort() const;
   // SocketIdentity::SameGroup tells whether two sockets fold into one group:
-  // same role, family, service port and peer address.
+  // same role, policy rule, family, service port, peer address and shape.
   bool SameGroup(const SocketIdentity& other) const;
   // SocketIdentity::GroupHash hashes the fields SameGroup compares.
   uint64_t GroupHash() const;
@@ -153,6 +177,9 @@ struct SocketState {
   uint64_t opened_ticks = 0;
   // Connections folded into a group; 1 for a live socket.
   uint64_t connections = 0;
+  // How long the group's connections were tracked, summed (ticks); set when
+  // a socket is retired.
+  uint64_t lifetime_ticks = 0;
   // The policy's run-time state (buffer, lock), allocated the first time the
   // entry carries a cork or coalesce policy and kept with the entry after.
   PolicyState* policy_state = nullptr;
@@ -187,7 +214,7 @@ struct SocketState {
     stats.write_by_api[static_cast<int>(api)].Increment();
     if (syscall_ticks != 0) stats.write_ticks.Record(syscall_ticks);
     if (__builtin_expect(result < 0, 0)) {
-      CountError(errno_value);
+      CountWriteError(errno_value);
       return;
     }
     stats.write_bytes.Add(static_cast<uint64_t>(result));
@@ -238,6 +265,8 @@ struct SocketState {
   [[gnu::cold]] void OnReadNothing(int64_t result, int errno_value);
   // SocketState::CountError counts a failed call by errno.
   [[gnu::cold]] void CountError(int errno_value);
+  // SocketState::CountWriteError counts a failed write, EAGAIN apart too.
+  [[gnu::cold]] void CountWriteError(int errno_value);
   // SocketState::SetAppOption records an option the application set.
   void SetAppOption(AppOption option, int32_t value) {
     options_set[static_cast<int>(option)] = value;
@@ -247,7 +276,9 @@ struct SocketState {
   // was used, or it is a connection this process made or accepted (not one a
   // fork child only inherited).
   bool WorthReporting() const;
-  // SocketState::ReadKernelState reads tcp_info and the effective options through fd.
+  // SocketState::ReadKernelState reads tcp_info and the effective options
+  // through fd, unless fd no longer refers to this socket (its cookie
+  // differs, or it is closed): then the last figures stand.
   void ReadKernelState(int fd);
   // SocketState::ResetForReuse makes a recycled entry look new.
   void ResetForReuse();

@@ -1,5 +1,6 @@
 #include "socket_state.h"
 
+#include <errno.h>
 #include <gtest/gtest.h>
 
 namespace tcpadvise {
@@ -39,6 +40,41 @@ TEST(SocketStateTest, StartTurnAtMovesOnlyAPendingTurn) {
   s.OnRead(ReadApi::kRead, 2, 0, false);
   s.StartTurnAt(9000);  // the reply came: the turn is closed
   EXPECT_EQ(s.stats.last_write_start.Get(), 0u);
+}
+
+TEST(SocketStateTest, ShapeOfTellsKindAndWriteSizeClass) {
+  SocketState unused, stream, small_stream, reader, talker, refused;
+  EXPECT_EQ(KindOfShape(ShapeOf(unused.stats)), ShapeKind::kUnused);
+  for (int i = 0; i < 3; ++i) stream.OnWrite(WriteApi::kWrite, 65536, 0, kScalarWrite, 0, 0);
+  for (int i = 0; i < 3; ++i) small_stream.OnWrite(WriteApi::kWrite, 128, 0, kScalarWrite, 0, 0);
+  EXPECT_EQ(KindOfShape(ShapeOf(stream.stats)), ShapeKind::kWriteOnly);
+  EXPECT_NE(ShapeOf(stream.stats), ShapeOf(small_stream.stats));  // 64 KiB and 128 B writes: other classes
+  reader.OnRead(ReadApi::kRead, 10, 0, false);
+  EXPECT_EQ(KindOfShape(ShapeOf(reader.stats)), ShapeKind::kReadOnly);
+  talker.OnWrite(WriteApi::kWrite, 10, 0, kScalarWrite, 0, 0);
+  talker.OnRead(ReadApi::kRead, 10, 0, false);
+  EXPECT_EQ(KindOfShape(ShapeOf(talker.stats)), ShapeKind::kRequestResponse);
+  refused.OnRead(ReadApi::kRead, -1, EAGAIN, false);  // a call that moved no byte is a use
+  EXPECT_EQ(KindOfShape(ShapeOf(refused.stats)), ShapeKind::kReadOnly);
+}
+
+TEST(SocketStateTest, WriteEagainCountsApartFromReadEagain) {
+  SocketState s;
+  s.OnWrite(WriteApi::kSend, -1, EAGAIN, kScalarWrite, 0, 0);
+  s.OnRead(ReadApi::kRecv, -1, EAGAIN, false);
+  EXPECT_EQ(s.stats.write_eagain.Get(), 1u);
+  EXPECT_EQ(s.stats.errors[EAGAIN].Get(), 2u);
+}
+
+TEST(SocketStateTest, SameGroupNeedsTheSameShape) {
+  SocketIdentity a, b;
+  a.role = b.role = Role::kClient;
+  a.local.ss_family = b.local.ss_family = AF_INET;
+  a.peer.ss_family = b.peer.ss_family = AF_INET;
+  EXPECT_TRUE(a.SameGroup(b));
+  b.shape = static_cast<uint8_t>(ShapeKind::kWriteOnly);
+  EXPECT_FALSE(a.SameGroup(b));
+  EXPECT_NE(a.GroupHash(), b.GroupHash());
 }
 
 }  // namespace

@@ -133,6 +133,7 @@ void SocketTable::Retire(int fd, SocketState* s, bool fd_is_live, int gone_errno
   PolicySocketGone(s, gone_errno);
   if (fd_is_live) s->ReadKernelState(fd);
   if (s->stats.burst_open_writes.Get() != 0) s->CloseBurst();
+  s->lifetime_ticks = ReadTicks() - s->opened_ticks;
   // A fork parent closing its copy of a connection the child serves did not
   // take part: only connections this process used count.
   if (g_policy_config != nullptr && g_policy_config->experiment.enabled && s->id.rule >= 0 && s->stats.Active()) {
@@ -155,12 +156,21 @@ int SocketTable::OtherFdOf(const SocketState* s) const {
   return -1;
 }
 
+// FoldIntoGroup adds a closed socket to its group. The key is the identity
+// (role, policy rule, family, service port, peer address), the socket's
+// shape (ShapeOf: unused, write-only, read-only or request-response, and the
+// class of its median write size) and whether a fork parent handed it over:
+// connections whose patterns differ never average each other away (iperf3's
+// control and data connections), a listener's unused copy of a connection a
+// fork child serves stays apart from the connections it served itself, and
+// a child's inherited connections stay apart from those it accepted.
 void SocketTable::FoldIntoGroup(SocketState* closed) {
-  const uint64_t hash = closed->id.GroupHash();
+  closed->id.shape = ShapeOf(closed->stats);
+  const uint64_t hash = closed->id.GroupHash() ^ (closed->inherited ? 0x9e3779b97f4a7c15ull : 0);
   const int capacity = kMaxGroups * 2;
   for (int i = 0; i < capacity; ++i) {
     SocketState*& slot = groups_[(hash + static_cast<uint64_t>(i)) % capacity];
-    if (slot != nullptr && slot->id.SameGroup(closed->id)) {
+    if (slot != nullptr && slot->inherited == closed->inherited && slot->id.SameGroup(closed->id)) {
       slot->MergeFrom(*closed);
       return;
     }

@@ -71,7 +71,9 @@ class SocketTable {
   void ReleaseRange(unsigned first, unsigned last);
 
   // SocketTable::ForEachLive calls fn(fd, entry) for each fd's entry (an
-  // entry with several fds is visited once) with the mutex held.
+  // entry with several fds is visited once) with the mutex held. fn may let
+  // go of the mutex and take it back: each fd's slot is read when its turn
+  // comes.
   template <typename Fn>
   void ForEachLive(Fn fn);
 
@@ -83,12 +85,12 @@ class SocketTable {
   // While it is held, hooks entered on the same thread (signal handlers)
   // pass through (reentry.h); a stale entry is retired when its fd is reused.
   void Lock() {
-    ++t_shim_depth;
+    EnterShimSection();
     pthread_mutex_lock(&mutex_);
   }
   void Unlock() {
     pthread_mutex_unlock(&mutex_);
-    --t_shim_depth;
+    LeaveShimSection();
   }
 
   // SocketTable::ResetInChild runs in a fork child: the child keeps the

@@ -4,7 +4,11 @@
 #include <netinet/in.h>
 #include <stddef.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "errno_saver.h"
 
@@ -25,6 +29,7 @@ void TcpInfoSummary::MergeFrom(const TcpInfoSummary& other) {
   snd_cwnd = other.snd_cwnd;
   delivery_rate = other.delivery_rate;
   notsent_bytes = other.notsent_bytes;
+  outq_bytes = other.outq_bytes;
 }
 
 // Has tells whether the kernel filled a field: older kernels return a
@@ -51,6 +56,9 @@ bool ReadTcpInfo(int fd, TcpInfoSummary* out) {
   if (TCPADVISE_HAS(len, tcpi_sndbuf_limited)) out->sndbuf_limited_us = info.tcpi_sndbuf_limited;
   if (TCPADVISE_HAS(len, tcpi_delivery_rate)) out->delivery_rate = info.tcpi_delivery_rate;
   if (TCPADVISE_HAS(len, tcpi_notsent_bytes)) out->notsent_bytes = info.tcpi_notsent_bytes;
+  // The system call itself: ioctl is wrapped.
+  int outq = 0;
+  if (syscall(SYS_ioctl, fd, SIOCOUTQ, &outq) == 0 && outq > 0) out->outq_bytes = static_cast<uint32_t>(outq);
   return true;
 }
 

@@ -23,6 +23,9 @@ struct TcpInfoSummary {
   uint32_t snd_cwnd = 0;
   uint64_t delivery_rate = 0;
   uint32_t notsent_bytes = 0;
+  // SIOCOUTQ: bytes in the send queue, sent but unacknowledged or not yet
+  // sent, a gauge of the send buffer's occupancy.
+  uint32_t outq_bytes = 0;
 
   // TcpInfoSummary::MergeFrom sums counters and keeps the newer gauges.
   void MergeFrom(const TcpInfoSummary& other);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -15,6 +16,7 @@
 #include "json_writer.h"
 #include "policy.h"
 #include "raw_log.h"
+#include "reentry.h"
 #include "real_libc.h"
 #include "runtime.h"
 #include "socket_table.h"
@@ -161,6 +163,8 @@ void EmitTcpInfo(JsonWriter* w, const TcpInfoSummary& t) {
   w->Uint(t.delivery_rate);
   w->Key("notsent_bytes");
   w->Uint(t.notsent_bytes);
+  w->Key("outq_bytes");
+  w->Uint(t.outq_bytes);
   w->EndObject();
 }
 
@@ -235,7 +239,11 @@ void EmitPolicy(JsonWriter* w, const SocketState& s, double ns_per_tick) {
   w->EndObject();
 }
 
-void EmitSocket(JsonWriter* w, const SocketState& s, bool open, double ns_per_tick) {
+// EmitSocket writes one live socket (open) or one group of closed ones.
+// now is the trace's time in ticks. A live socket's unfinished burst is
+// counted as a burst (a copy of its histograms takes it; the socket's own
+// state goes on untouched): a stream still open at exit has one burst.
+void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, double ns_per_tick) {
   const SocketStats& st = s.stats;
   w->BeginObject();
   w->Key("kind");
@@ -244,6 +252,16 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, double ns_per_ti
   w->Uint(s.connections);
   w->Key("open");
   w->Bool(open);
+  w->Key("cookie");
+  w->Uint(s.id.cookie);
+  w->Key("inherited");
+  w->Bool(s.inherited);
+  w->Key("used");
+  w->Bool(st.Active());
+  w->Key("shape");
+  w->String(ShapeKindName(KindOfShape(open ? ShapeOf(st) : s.id.shape)));
+  w->Key("duration_ns");
+  w->Double(static_cast<double>(open ? now - s.opened_ticks : s.lifetime_ticks) * ns_per_tick);
   w->Key("role");
   w->String(RoleName(s.id.role));
   w->Key("family");
@@ -283,20 +301,42 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, double ns_per_ti
   w->Uint(st.write_calls.Get());
   w->Key("bytes");
   w->Uint(st.write_bytes.Get());
+  w->Key("partial");
+  w->Uint(st.partial_writes.Get());
+  w->Key("eagain");
+  w->Uint(st.write_eagain.Get());
   EmitApiCounts(w, st.write_by_api, static_cast<int>(WriteApi::kCount), WriteApiNameAt);
   const uint64_t successful_writes = st.write_size.count();
   EmitHistogram(w, st.write_size, {"size", "bytes", 1.0, static_cast<double>(st.write_bytes.Get())});
   EmitHistogram(w, st.write_iovcnt, {"iovcnt", "count", 1.0, -1, successful_writes - st.write_iovcnt.count()});
   EmitHistogram(w, st.write_ticks, {"syscall_ns", "ns", ns_per_tick});
+  // The sampled call times scaled to every call: time spent inside write
+  // calls, blocked on a full send buffer for the most part when it is large.
+  const HistogramSummary sampled = st.write_ticks.Summary();
+  w->Key("syscall_ns_total_est");
+  w->Double(sampled.count == 0 ? 0.0
+                               : sampled.estimated_sum * ns_per_tick * static_cast<double>(st.write_calls.Get()) /
+                                     static_cast<double>(sampled.count));
   EmitHistogram(w, st.gap_ticks, {"gap_ns", "ns", ns_per_tick});
   w->EndObject();
 
+  const uint64_t open_writes = open ? st.burst_open_writes.Get() : 0;
+  CountHistogram burst_writes;
+  BytesHistogram burst_bytes;
+  burst_writes.MergeFrom(st.burst_writes);
+  burst_bytes.MergeFrom(st.burst_bytes);
+  if (open_writes != 0) {
+    burst_writes.Record(open_writes);
+    burst_bytes.Record(st.burst_open_bytes.Get());
+  }
   w->Key("bursts");
   w->BeginObject();
   w->Key("count");
-  w->Uint(st.burst_writes.count());
-  EmitHistogram(w, st.burst_writes, {"writes", "count"});
-  EmitHistogram(w, st.burst_bytes, {"bytes", "bytes"});
+  w->Uint(burst_writes.count());
+  w->Key("open");
+  w->Bool(open_writes != 0);
+  EmitHistogram(w, burst_writes, {"writes", "count"});
+  EmitHistogram(w, burst_bytes, {"bytes", "bytes"});
   w->EndObject();
 
   w->Key("turns");
@@ -400,6 +440,10 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   w->Uint(RealtimeNs());
   w->Key("final");
   w->Bool(final);
+  if (final && g_runtime.stop_signal != 0) {
+    w->Key("stop_signal");
+    w->String(sigabbrev_np(g_runtime.stop_signal));
+  }
   w->Key("tsc_hz");
   w->Double(tsc_hz);
   w->Key("groups_dropped");
@@ -416,12 +460,26 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   }
   w->Key("sockets");
   w->BeginArray();
+  // Groups first, then the live sockets. A snapshot lets go of the table's
+  // lock every kSocketsPerHold sockets, so that a server with 10k open
+  // connections is not kept from accepting or closing for the whole
+  // snapshot (some 70 us a socket). A socket that closes meanwhile is
+  // folded into a group already written: it is in this snapshot at most
+  // once (live if its turn came first, else in the next one). The final
+  // trace holds the lock throughout.
+  constexpr int kSocketsPerHold = 256;
+  const uint64_t now = ReadTicks();
+  g_table.ForEachGroup([&](SocketState* g) { EmitSocket(w, *g, /*open=*/false, now, ns_per_tick); });
+  int emitted = 0;
   g_table.ForEachLive([&](int fd, SocketState* s) {
     if (!s->WorthReporting()) return;
     s->ReadKernelState(fd);
-    EmitSocket(w, *s, /*open=*/true, ns_per_tick);
+    EmitSocket(w, *s, /*open=*/true, now, ns_per_tick);
+    if (!final && ++emitted % kSocketsPerHold == 0) {
+      g_table.Unlock();
+      g_table.Lock();
+    }
   });
-  g_table.ForEachGroup([&](SocketState* g) { EmitSocket(w, *g, /*open=*/false, ns_per_tick); });
   w->EndArray();
   if (g_policy_config != nullptr && g_policy_config->experiment.enabled) {
     EmitExperiment(w, g_policy_config->experiment, ns_per_tick);
@@ -466,9 +524,17 @@ void WriteTrace(bool final) {
   UnlockTraceWriter();
 }
 
-void LockTraceWriter() { pthread_mutex_lock(&g_writer_mutex); }
+// The trace writer's mutex is held inside a shim section: a stop signal that
+// interrupts its holder must not write the trace on that thread (signals.h).
+void LockTraceWriter() {
+  EnterShimSection();
+  pthread_mutex_lock(&g_writer_mutex);
+}
 
-void UnlockTraceWriter() { pthread_mutex_unlock(&g_writer_mutex); }
+void UnlockTraceWriter() {
+  pthread_mutex_unlock(&g_writer_mutex);
+  LeaveShimSection();
+}
 
 void ResetTraceWriterInChild() {
   pthread_mutex_init(&g_writer_mutex, nullptr);

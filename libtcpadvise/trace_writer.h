@@ -14,7 +14,8 @@ class JsonWriter;
 void WriteTrace(bool final);
 
 // SerializeTrace appends the trace document to w; false when there is no
-// socket to report. The table mutex must be held.
+// socket to report. The table mutex must be held; a snapshot (not final)
+// lets go of it for a moment between runs of live sockets.
 bool SerializeTrace(JsonWriter* w, bool final);
 
 // LockTraceWriter, UnlockTraceWriter and ResetTraceWriterInChild keep a fork

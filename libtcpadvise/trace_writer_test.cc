@@ -57,6 +57,80 @@ TEST_F(TraceWriterTest, ALiveSocketAppearsWithItsCounts) {
   EXPECT_NE(Serialize().find("\"kind\":\"group\""), std::string::npos);
 }
 
+// A write-only stream's unfinished burst counts in the trace, on a copy:
+// the socket's own burst goes on, and closing it counts it once.
+TEST_F(TraceWriterTest, ALiveSocketsOpenBurstCountsWithoutEndingIt) {
+  SocketState* s = g_table.Track(701, Client(81));
+  s->id.cookie = 4242;
+  for (int i = 0; i < 3; ++i) s->OnWrite(WriteApi::kWrite, 128, 0, kScalarWrite, 0, 0);
+  std::string json = Serialize();
+  EXPECT_NE(json.find("\"cookie\":4242,\"inherited\":false,\"used\":true,\"shape\":\"write-only\""),
+            std::string::npos);
+  EXPECT_NE(json.find("\"bursts\":{\"count\":1,\"open\":true"), std::string::npos);
+  EXPECT_EQ(s->stats.burst_open_writes.Get(), 3u);
+  EXPECT_EQ(s->stats.burst_writes.count(), 0u);
+  s->OnWrite(WriteApi::kWrite, 128, 0, kScalarWrite, 0, 0);
+  g_table.Release(701);
+  json = Serialize();
+  EXPECT_NE(json.find("\"bursts\":{\"count\":1,\"open\":false"), std::string::npos);
+  EXPECT_NE(json.find("\"cookie\":4242"), std::string::npos);  // a group of one keeps it
+}
+
+// Closed sockets fold by shape: a write-only stream and a request-response
+// connection to one port stay two groups; a second request-response one
+// joins its group, which then keeps no cookie.
+TEST_F(TraceWriterTest, ClosedSocketsOfDifferentShapesStayApart) {
+  for (int c = 0; c < 3; ++c) {
+    SocketState* s = g_table.Track(702, Client(82));
+    s->id.cookie = 100 + c;
+    s->OnWrite(WriteApi::kWrite, c == 0 ? 65536 : 40, 0, kScalarWrite, 0, 0);
+    if (c != 0) s->OnRead(ReadApi::kRead, 10, 0, false);
+    g_table.Release(702);
+  }
+  int groups = 0;
+  g_table.Lock();
+  g_table.ForEachGroup([&](SocketState* g) {
+    ++groups;
+    const bool stream = KindOfShape(g->id.shape) == ShapeKind::kWriteOnly;
+    EXPECT_EQ(g->connections, stream ? 1u : 2u);
+    EXPECT_EQ(g->id.cookie, stream ? 100u : 0u);
+  });
+  g_table.Unlock();
+  EXPECT_EQ(groups, 2);
+}
+
+// A snapshot of many live sockets lets go of the lock between runs of them,
+// while the application closes sockets: none appears twice (each has its
+// own group key, so a closed one keeps its cookie in its group).
+TEST_F(TraceWriterTest, ASnapshotThatLetsGoOfTheLockCountsNoSocketTwice) {
+  constexpr int kSockets = 1000, kFirstFd = 2000;
+  for (int i = 0; i < kSockets; ++i) {
+    SocketState* s = g_table.Track(kFirstFd + i, Client(static_cast<uint16_t>(20000 + i)));
+    s->id.cookie = 1 + i;
+    s->OnWrite(WriteApi::kWrite, 10, 0, kScalarWrite, 0, 0);
+  }
+  std::atomic<bool> started{false};
+  std::thread closer([&] {
+    while (!started.load()) std::this_thread::yield();
+    for (int i = kSockets - 1; i >= 0; --i) g_table.Release(kFirstFd + i);
+  });
+  started.store(true);
+  const std::string json = Serialize();
+  closer.join();
+  std::vector<int> seen(kSockets + 1, 0);
+  for (size_t at = json.find("\"cookie\":"); at != std::string::npos; at = json.find("\"cookie\":", at + 1)) {
+    const unsigned long cookie = std::stoul(json.substr(at + 9, 12));
+    ASSERT_LE(cookie, static_cast<unsigned long>(kSockets));
+    ++seen[cookie];
+  }
+  for (int cookie = 1; cookie <= kSockets; ++cookie) EXPECT_LE(seen[cookie], 1) << cookie;
+  // Every socket is in the next snapshot, closed.
+  const std::string after = Serialize();
+  for (int cookie = 1; cookie <= kSockets; ++cookie) {
+    EXPECT_NE(after.find("\"cookie\":" + std::to_string(cookie) + ","), std::string::npos) << cookie;
+  }
+}
+
 // Application threads write, read, open and close sockets while a snapshot
 // is serialised over and over: run under ThreadSanitizer in CI, and the
 // totals must come out exact because each socket has one writer.

@@ -13,6 +13,7 @@
 #include "libtcpadvise/hooks.h"
 #include "libtcpadvise/real_libc.h"
 #include "libtcpadvise/runtime.h"
+#include "libtcpadvise/signals.h"
 
 #define TCPADVISE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -319,13 +320,32 @@ TCPADVISE_EXPORT int pthread_cancel(pthread_t thread) {
   tcpadvise::NoteApplicationThread();
   return tcpadvise::Real(tcpadvise::g_real.pthread_cancel)(thread);
 }
+// _exit runs no destructor: a fork child that ends with it writes its trace here.
 TCPADVISE_EXPORT void _exit(int status) {
   h::BeforeExit();
+  tcpadvise::RuntimeStopAtExitCall();
   tcpadvise::Real(tcpadvise::g_real.exit_now)(status);
   __builtin_unreachable();
 }
 TCPADVISE_EXPORT void _Exit(int status) {
   h::BeforeExit();
+  tcpadvise::RuntimeStopAtExitCall();
   tcpadvise::Real(tcpadvise::g_real.exit_now_c99)(status);
   __builtin_unreachable();
 }
+
+// The dispositions the program sets: a stop signal it leaves at the default
+// still writes the final trace (signals.h). Not instrumented by ThreadSanitizer,
+// whose start-up calls sigaction, through here, before it can count calls.
+#define TCPADVISE_SIGNAL_EXPORT TCPADVISE_EXPORT __attribute__((no_sanitize("thread")))
+TCPADVISE_SIGNAL_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  return tcpadvise::Sigaction(sig, act, old);
+}
+TCPADVISE_SIGNAL_EXPORT sighandler_t signal(int sig, sighandler_t handler) { return tcpadvise::Signal(sig, handler); }
+TCPADVISE_SIGNAL_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler) { return tcpadvise::Signal(sig, handler); }
+TCPADVISE_SIGNAL_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) { return tcpadvise::SysvSignal(sig, handler); }
+TCPADVISE_SIGNAL_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler) {
+  return tcpadvise::SysvSignal(sig, handler);
+}
+TCPADVISE_SIGNAL_EXPORT sighandler_t sigset(int sig, sighandler_t disposition) { return tcpadvise::Sigset(sig, disposition); }
+#undef TCPADVISE_SIGNAL_EXPORT

@@ -1,0 +1,174 @@
+#include "signals.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "errno_saver.h"
+#include "policy.h"
+#include "real_libc.h"
+#include "reentry.h"
+#include "runtime.h"
+
+namespace tcpadvise {
+
+__thread int t_pending_signal = 0;
+
+namespace {
+
+// g_watching is set once the watched signals' handlers are in place.
+std::atomic<bool> g_watching{false};
+// g_owned[sig]: the shim's handler is installed where the program believes
+// SIG_DFL is.
+std::atomic<bool> g_owned[NSIG];
+
+// Bound returns a bound libc pointer, looking it up itself when a call comes
+// before the shim's constructor: a sanitizer's start-up calls sigaction
+// through here, where BindRealLibc (instrumented) must not run yet.
+template <typename Fn>
+Fn Bound(Fn slot, const char* name) {
+  return slot != nullptr ? slot : reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+bool Watched(int sig) { return sig == SIGHUP || sig == SIGINT || sig == SIGQUIT || sig == SIGTERM; }
+
+// DieOf writes the final trace, then ends the process by sig as the default
+// disposition would have (core dump included for SIGQUIT).
+[[noreturn]] void DieOf(int sig) {
+  // A vfork child shares its parent's memory: the trace would be the parent's.
+  if (getpid() == g_runtime.pid) {
+    g_runtime.stop_signal = sig;
+    RuntimeStop();
+  }
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  g_real.sigaction(sig, &dfl, nullptr);
+  g_owned[sig].store(false, std::memory_order_relaxed);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  raise(sig);
+  // Still alive: the program blocks sig in some way raise cannot undo.
+  g_real.exit_now(128 + sig);
+  __builtin_unreachable();
+}
+
+bool InsideShim() { return Reentered() || InsidePolicy(); }
+
+void OnStopSignal(int sig) {
+  ErrnoSaver errno_saver;
+  if (InsideShim()) {
+    t_pending_signal = sig;  // the section's end dies of it (RunPendingSignal)
+    return;
+  }
+  DieOf(sig);
+}
+
+// Install puts the shim's handler on sig. The watched signals are blocked
+// while it runs: a second stop signal waits for the trace.
+bool Install(int sig) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGHUP);
+  sigaddset(&sa.sa_mask, SIGINT);
+  sigaddset(&sa.sa_mask, SIGQUIT);
+  sigaddset(&sa.sa_mask, SIGTERM);
+  // No SA_RESTART: a call inside a shim section that the signal interrupted
+  // returns, so the section ends and the process dies, rather than blocks.
+  sa.sa_flags = 0;
+  if (g_real.sigaction(sig, &sa, nullptr) != 0) return false;
+  g_owned[sig].store(true, std::memory_order_relaxed);
+  return true;
+}
+
+// Reconcile follows a disposition the program changed: the shim's handler
+// goes back where the program set SIG_DFL, and leaves anything else alone.
+void Reconcile(int sig) {
+  struct sigaction now;
+  if (g_real.sigaction(sig, nullptr, &now) != 0) return;
+  if (now.sa_handler == SIG_DFL) {
+    Install(sig);
+  } else {
+    g_owned[sig].store(false, std::memory_order_relaxed);
+  }
+}
+
+void FillDefault(struct sigaction* old) {
+  memset(old, 0, sizeof(*old));
+  old->sa_handler = SIG_DFL;
+  sigemptyset(&old->sa_mask);
+}
+
+// ChangeHandler runs one of the signal() family (real) on a watched signal.
+sighandler_t ChangeHandler(sighandler_t (*real)(int, sighandler_t), int sig, sighandler_t handler) {
+  if (!g_watching.load(std::memory_order_acquire) || !Watched(sig)) return real(sig, handler);
+  const bool owned = g_owned[sig].load(std::memory_order_relaxed);
+  if (owned && handler == SIG_DFL) return SIG_DFL;  // the shim's handler stays
+  const sighandler_t previous = real(sig, handler);
+  if (previous == SIG_ERR) return previous;
+  ErrnoSaver errno_saver;
+  if (handler != SIG_HOLD) Reconcile(sig);
+  return owned ? SIG_DFL : previous;
+}
+
+}  // namespace
+
+void RunPendingSignal() {
+  if (InsideShim()) return;
+  const int sig = t_pending_signal;
+  t_pending_signal = 0;
+  if (g_owned[sig].load(std::memory_order_relaxed)) DieOf(sig);
+  raise(sig);  // the program took the signal over meanwhile: its disposition decides
+}
+
+void StartSignalWatch() {
+  static const int kWatched[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+  ErrnoSaver errno_saver;
+  if (Real(g_real.sigaction) == nullptr) return;
+  for (const int sig : kWatched) {
+    struct sigaction now;
+    if (g_real.sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_DFL) Install(sig);
+  }
+  g_watching.store(true, std::memory_order_release);
+}
+
+int Sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  if (!g_watching.load(std::memory_order_acquire) || !Watched(sig)) {
+    return Bound(g_real.sigaction, "sigaction")(sig, act, old);
+  }
+  const bool owned = g_owned[sig].load(std::memory_order_relaxed);
+  if (owned && act != nullptr && act->sa_handler == SIG_DFL) {
+    if (old != nullptr) FillDefault(old);  // the shim's handler stays
+    return 0;
+  }
+  const int result = g_real.sigaction(sig, act, old);
+  if (result != 0) return result;
+  ErrnoSaver errno_saver;
+  if (owned && old != nullptr) FillDefault(old);
+  if (act != nullptr) Reconcile(sig);
+  return result;
+}
+
+sighandler_t Signal(int sig, sighandler_t handler) {
+  return ChangeHandler(Bound(g_real.signal, "signal"), sig, handler);
+}
+
+sighandler_t SysvSignal(int sig, sighandler_t handler) {
+  return ChangeHandler(Bound(g_real.sysv_signal, "sysv_signal"), sig, handler);
+}
+
+sighandler_t Sigset(int sig, sighandler_t disposition) {
+  return ChangeHandler(Bound(g_real.sigset, "sigset"), sig, disposition);
+}
+
+void ForgetPendingSignalInChild() { t_pending_signal = 0; }
+
+}  // namespace tcpadvise

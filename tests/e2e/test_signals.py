@@ -1,0 +1,258 @@
+"""Servers stopped by a signal leave their final trace: a stop signal left at
+its default disposition writes the trace, then the process dies of that very
+signal (wait status, core dump of SIGQUIT); a program's own handler is left
+alone and its exit writes the trace. Real servers: a Python epoll server,
+redis-server (its own SIGTERM and SIGINT handlers) and nginx (master and
+workers, SIGQUIT and SIGTERM)."""
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testlib import load_traces, prog, shim_env, sockets, start_listening, wait_for
+
+SHAPES = [sys.executable, str(Path(__file__).with_name("shapes.py"))]
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "realprogs"
+
+
+def echo_rounds(port, connections, rounds, size):
+    """Opens connections to an echo server, each doing rounds round trips of
+    size bytes; returns them open."""
+    conns = []
+    for _ in range(connections):
+        conn = socket.create_connection(("127.0.0.1", port))
+        for _ in range(rounds):
+            conn.sendall(b"e" * size)
+            got = 0
+            while got < size:
+                got += len(conn.recv(65536))
+        conns.append(conn)
+    return conns
+
+
+def server_totals(trace):
+    servers = sockets(trace, "server")
+    return (sum(s["connections"] for s in servers), sum(s["reads"]["bytes"] for s in servers),
+            sum(s["writes"]["bytes"] for s in servers))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_default_disposition_writes_the_trace_then_dies_of_the_signal(tmp_path, sig):
+    """Python leaves SIGTERM and SIGHUP at the default; for SIGINT it raises
+    KeyboardInterrupt, then ends by SIGINT at the default disposition."""
+    proc, port = start_listening([*SHAPES, "server"], shim_env(tmp_path))
+    conns = echo_rounds(port, 3, 4, 100)
+    conns.pop().close()
+    time.sleep(0.2)  # the server sees that close (a call the signal interrupts is not counted)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == -sig, err
+    (trace,) = load_traces(tmp_path).values()
+    assert trace["final"] and trace["stop_signal"] == signal.Signals(sig).name[3:]
+    assert server_totals(trace) == (3, 1200, 1200)
+    live = [s for s in sockets(trace, "server") if s["open"]]
+    if sig == signal.SIGINT:
+        assert not live  # Python's finalization closed them before it re-raised SIGINT
+    else:
+        assert len(live) == 2 and all(s["reads"]["calls"] >= 4 and s["cookie"] > 0 for s in live)
+    for conn in conns:
+        conn.close()
+
+
+def test_sigquit_keeps_its_core_dump(tmp_path):
+    """SIGQUIT's default action dumps core: the shim's handler re-raises it
+    at the default disposition, so the wait status says so."""
+    if Path("/proc/sys/kernel/core_pattern").read_text().startswith("|"):
+        pytest.skip("core dumps go to a helper program here (core_pattern), not a file")
+    if "asan" in os.environ.get("TCPADVISE_PRELOAD_FIRST", ""):
+        pytest.skip("AddressSanitizer turns core dumps off (disable_coredump)")
+    out = tmp_path / "traces"
+    out.mkdir()
+
+    def allow_cores():
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    proc = subprocess.Popen([*SHAPES, "server"], env=shim_env(out), stdout=subprocess.PIPE, text=True,
+                            cwd=tmp_path, preexec_fn=allow_cores)
+    port = int(proc.stdout.readline().split()[1])
+    conns = echo_rounds(port, 1, 2, 10)
+    time.sleep(0.2)  # the server's last write returns (a call the signal interrupts is not counted)
+    proc.send_signal(signal.SIGQUIT)
+    _, status = os.waitpid(proc.pid, 0)
+    proc.returncode = -signal.SIGQUIT  # reaped here; Popen must not wait again
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGQUIT
+    assert os.WCOREDUMP(status)
+    (trace,) = load_traces(out).values()
+    assert trace["stop_signal"] == "QUIT" and server_totals(trace) == (1, 20, 20)
+    for core in tmp_path.glob("core*"):
+        core.unlink()
+    conns[0].close()
+
+
+def test_programs_own_handler_is_left_alone_and_its_exit_writes_the_trace(tmp_path):
+    proc, port = start_listening([*SHAPES, "server", "--sigint-handler"], shim_env(tmp_path))
+    conns = echo_rounds(port, 2, 3, 50)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err  # the handler's sys.exit(0)
+    (trace,) = load_traces(tmp_path).values()
+    assert trace["final"] and "stop_signal" not in trace
+    assert server_totals(trace) == (2, 300, 300)
+    for conn in conns:
+        conn.close()
+
+
+def test_program_sees_the_dispositions_it_set(tmp_path):
+    """The shim's handler is invisible: the default reads back as SIG_DFL, a
+    handler the program set reads back as its own, SIG_DFL set again is the
+    shim's handler again (the next SIGTERM still writes a trace)."""
+    script = """
+import signal, socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"q")
+print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, flush=True)
+handler = lambda *_: None
+signal.signal(signal.SIGTERM, handler)
+print(signal.getsignal(signal.SIGTERM) is handler, flush=True)
+print(signal.signal(signal.SIGTERM, signal.SIG_DFL) is handler, flush=True)
+print(signal.signal(signal.SIGTERM, signal.SIG_DFL) is signal.SIG_DFL, flush=True)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+print(signal.getsignal(signal.SIGHUP) is signal.SIG_IGN, flush=True)
+signal.raise_signal(signal.SIGHUP)  # ignored: the program goes on
+signal.raise_signal(signal.SIGTERM)
+"""
+    sink = socket.create_server(("127.0.0.1", 0))
+    result = subprocess.run([sys.executable, "-c", script, str(sink.getsockname()[1])], env=shim_env(tmp_path),
+                            capture_output=True, text=True, timeout=20)
+    sink.close()
+    assert result.stdout.split() == ["True"] * 5, result.stderr
+    assert result.returncode == -signal.SIGTERM
+    (trace,) = load_traces(tmp_path).values()
+    assert trace["stop_signal"] == "TERM" and sockets(trace, "client")[0]["writes"]["bytes"] == 1
+
+
+def resp_pings(port, connections, pings):
+    """PINGs redis from plain sockets (not under the shim); returns them open."""
+    conns = []
+    for _ in range(connections):
+        conn = socket.create_connection(("127.0.0.1", port))
+        for _ in range(pings):
+            conn.sendall(b"*1\r\n$4\r\nPING\r\n")
+            reply = b""
+            while not reply.endswith(b"\r\n"):
+                reply += conn.recv(64)
+            assert reply == b"+PONG\r\n"
+        conns.append(conn)
+    return conns
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def listening(port):
+    local = f"0100007F:{port:04X}"
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return any(fields[1] == local and fields[3] == "0A" for fields in (line.split() for line in lines))
+
+
+def start_script(script, tmp_path, *args):
+    port = free_port()
+    out = tmp_path / "traces"
+    out.mkdir()
+    proc = subprocess.Popen([str(SCRIPTS / script), str(tmp_path / "run"), str(port), *map(str, args)],
+                            env=shim_env(out), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    if not wait_for(lambda: proc.poll() is not None or listening(port), timeout=20) or proc.poll() is not None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(f"{script} did not listen: {proc.communicate()[0]}")
+    return proc, port, out
+
+
+def stop_script(proc, sig):
+    proc.send_signal(sig)
+    try:
+        output, _ = proc.communicate(timeout=20)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return output
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed "
+                    "(scripts/install-deps.sh installs it)")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_redis_stopped_by_its_own_handler_writes_the_trace(tmp_path, sig):
+    proc, port, out = start_script("redis-server.sh", tmp_path)
+    conns = resp_pings(port, 3, 5)
+    conns.pop().close()
+    output = stop_script(proc, sig)
+    assert proc.returncode == 0, output  # redis's handler shuts down and exits 0
+    (trace,) = load_traces(out).values()
+    assert trace["final"] and "stop_signal" not in trace
+    assert server_totals(trace) == (3, 3 * 5 * 14, 3 * 5 * 7)
+    for conn in conns:
+        conn.close()
+
+
+@pytest.mark.skipif(shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin") is None,
+                    reason="nginx not installed (scripts/install-deps.sh installs it)")
+@pytest.mark.parametrize("sig", [signal.SIGQUIT, signal.SIGTERM])
+def test_nginx_master_and_workers_stopped_write_their_traces(tmp_path, sig):
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    (docroot / "index.html").write_bytes(b"n" * 1000)
+    proc, port, out = start_script("nginx.sh", tmp_path, docroot)
+    request = b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n"
+    conns = []
+    for _ in range(4):
+        conn = socket.create_connection(("127.0.0.1", port))
+        conn.sendall(request)
+        reply = b""
+        while not reply.endswith(b"n" * 1000):
+            reply += conn.recv(65536)
+        conns.append(conn)
+    output = stop_script(proc, sig)
+    assert proc.returncode == 0, output
+    traces = load_traces(out).values()
+    workers = [t for t in traces if t["ppid"] == proc.pid]
+    assert workers and all(t["final"] and "stop_signal" not in t for t in workers)
+    connections = sum(server_totals(t)[0] for t in workers)
+    read = sum(server_totals(t)[1] for t in workers)
+    assert connections == 4 and read == 4 * len(request)
+    for conn in conns:
+        conn.close()
+
+
+def test_stop_signal_inside_the_shim_still_ends_the_process_with_its_trace(tmp_path):
+    """churn opens and closes connections without pause: many SIGTERMs land
+    while the shim holds its table's lock, and are handled as that section
+    ends. Every run must die of SIGTERM within seconds, with a final trace
+    whose counts add up (each connection wrote and read one byte)."""
+    for run_number in range(12):
+        out = tmp_path / str(run_number)
+        out.mkdir()
+        proc, _ = start_listening([prog("churn")], shim_env(out, interval=0.01))
+        time.sleep(0.05 + 0.02 * run_number)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+        assert proc.returncode == -signal.SIGTERM, err
+        (trace,) = load_traces(out).values()
+        assert trace["final"] and trace["stop_signal"] == "TERM"
+        clients = [s for s in sockets(trace, "client") if s["used"]]
+        servers = [s for s in sockets(trace, "server") if s["used"]]
+        written = sum(s["writes"]["bytes"] for s in clients)
+        assert written > 0 and sum(s["writes"]["calls"] for s in clients) == written
+        # At most the last connection's byte is in flight when the signal lands.
+        assert written - 1 <= sum(s["reads"]["bytes"] for s in servers) <= written
