@@ -14,12 +14,12 @@ unit that was randomised:
               same under every policy); lower is better
   comparison  the ratio of the arm's geometric mean to control's, from the
               difference of mean log turn times
-  sequential  a 95% always-valid confidence sequence for that ratio (the
-              normal-mixture boundary of Robbins, as in the mSPRT of Johari
-              et al. 2017 and the asymptotic confidence sequences of
-              Waudby-Smith et al. 2023), tuned to --min-effect; it holds at
-              every look at once, so looking at a running experiment again
-              and again does not raise the false winner rate
+  sequential  a 95% always-valid confidence sequence for that ratio: the
+              normal-mixture boundary (Robbins; the mSPRT of Johari et al.
+              2017, the asymptotic confidence sequences of Waudby-Smith et
+              al. 2023) mixed over several effect scales; it holds at every
+              look at once, so looking at a running experiment again and
+              again does not raise the false winner rate
   verdict     a winner when the sequence excludes a ratio of 1 and the
               estimate differs by at least --min-effect; no difference when
               it lies within 1 +/- --min-effect; otherwise not enough data,
@@ -55,7 +55,10 @@ MIN_PER_ARM = 3
 BOOTSTRAP_SAMPLES = 2000
 ALPHA = 0.05
 SRM_ALPHA = 0.001
-POWER_Z = 0.8416  # 80% power
+# The normal mixture's precisions over the log ratio: prior spreads from a
+# factor of e^2 down to 3%, so that a large effect shows after a few
+# connections and a small one after many; fixed before any look.
+MIXTURE_PRECISIONS = (0.25, 4.0, 64.0, 1024.0)
 # Per-connection variance floor of the log turn time: a mean from histogram
 # buckets resolves about 1%, so identical arms never look infinitely precise.
 LOG_VARIANCE_FLOOR = 1e-4
@@ -245,39 +248,43 @@ def _turn_means(arm: Arm):
     return np.array([r["turn_mean_ns"] for r in arm.rows if r["turns"] > 0 and r["turn_mean_ns"] > 0], dtype=float)
 
 
-def mixture_precision(min_effect: float, alpha: float = ALPHA) -> float:
-    """The normal mixture's precision r, fixed before any look: the boundary is
-    tightest where the information would detect a min_effect change at 80% power."""
-    delta = math.log1p(min_effect)
-    z = _normal_quantile(1 - alpha / 2)
-    target = ((z + POWER_Z) / delta) ** 2
-    return target / (-2 * math.log(alpha) + math.log(-2 * math.log(alpha) + 1))
+def log_mixture_ratio(information: float, difference: float) -> float:
+    """Log of the mixture likelihood ratio of a difference of means against none.
+
+    The difference's estimate, scaled by its information (1/variance), moves as
+    a Brownian motion in information time; mixing its drift over normal priors
+    of precisions MIXTURE_PRECISIONS gives a nonnegative martingale under no
+    difference, which crosses 1/alpha with probability at most alpha ever
+    (Ville's inequality): the boundary of the confidence sequence."""
+    terms = [0.5 * math.log(r / (information + r)) + information**2 * difference**2 / (2 * (information + r))
+             for r in MIXTURE_PRECISIONS]
+    top = max(terms)
+    return top + math.log(sum(math.exp(t - top) for t in terms) / len(terms))
 
 
-def _normal_quantile(q: float) -> float:
-    from scipy import stats
+def half_width(information: float, alpha: float = ALPHA) -> float:
+    """Half-width of the confidence sequence for a difference with this information."""
+    target = math.log(1 / alpha)
+    low, high = 0.0, 1.0
+    while log_mixture_ratio(information, high) < target:
+        high *= 2
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if log_mixture_ratio(information, middle) < target else (low, middle)
+    return high
 
-    return float(stats.norm.ppf(q))
 
-
-def half_width(information: float, r: float, alpha: float = ALPHA) -> float:
-    """Half-width of the confidence sequence for a difference with this information (1/variance)."""
-    return math.sqrt((information + r) * math.log((information + r) / (r * alpha**2))) / information
-
-
-def sequential(control_logs, arm_logs, r: float) -> dict:
+def sequential(control_logs, arm_logs) -> dict:
     """The always-valid comparison of mean log turn times (arm minus control)."""
     variance = (max(arm_logs.var(ddof=1), LOG_VARIANCE_FLOOR) / arm_logs.size
                 + max(control_logs.var(ddof=1), LOG_VARIANCE_FLOOR) / control_logs.size)
     information = 1 / variance
     diff = float(arm_logs.mean() - control_logs.mean())
-    width = half_width(information, r)
-    # The mixture likelihood ratio against no difference; 1/ratio is an always-valid p-value.
-    log_ratio = 0.5 * math.log(r / (information + r)) + information**2 * diff**2 / (2 * (information + r))
+    width = half_width(information)
     return {"log_difference": diff, "half_width": width,
             "ratio": round(math.exp(diff), 4),
             "ratio_cs": [round(math.exp(diff - width), 4), round(math.exp(diff + width), 4)],
-            "always_valid_p": round(min(1.0, math.exp(-log_ratio)), 6)}
+            "always_valid_p": round(min(1.0, math.exp(-log_mixture_ratio(information, diff))), 6)}
 
 
 def fixed_horizon(control, treatment, rng) -> dict:
@@ -293,17 +300,17 @@ def fixed_horizon(control, treatment, rng) -> dict:
             "p_value": round(float(stats.mannwhitneyu(treatment, control, alternative="two-sided").pvalue), 6)}
 
 
-def connections_needed(control_logs, arm_logs, min_effect: float, r: float) -> int:
+def connections_needed(control_logs, arm_logs, min_effect: float) -> int:
     """Connections per arm for the sequence's half-width to fall to half of min_effect."""
     spread = max(control_logs.var(ddof=1), LOG_VARIANCE_FLOOR) + max(arm_logs.var(ddof=1), LOG_VARIANCE_FLOOR)
     target = math.log1p(min_effect) / 2
     n = MIN_CONNECTIONS
-    while half_width(n / spread, r) > target and n < 10**9:
+    while half_width(n / spread) > target and n < 10**9:
         n *= 2
     low, high = n // 2, n
     while low + 1 < high:
         middle = (low + high) // 2
-        low, high = (low, middle) if half_width(middle / spread, r) <= target else (middle, high)
+        low, high = (low, middle) if half_width(middle / spread) <= target else (middle, high)
     return max(MIN_CONNECTIONS, high)
 
 
@@ -348,7 +355,6 @@ def build_ab_report(inputs: Inputs, experiment: str | None = None, min_effect: f
     arms = list(e.arms.values())
     control = arms[0]
     rng = np.random.default_rng(e.seed)
-    r = mixture_precision(min_effect)
     comparisons, needed, winners, equivalent, warnings = [], 0, [], [], []
     control_means = _turn_means(control)
     for arm in arms[1:]:
@@ -356,7 +362,7 @@ def build_ab_report(inputs: Inputs, experiment: str | None = None, min_effect: f
         if min(means.size, control_means.size) < MIN_PER_ARM:
             needed = max(needed, MIN_CONNECTIONS)
             continue
-        s = sequential(np.log(control_means), np.log(means), r)
+        s = sequential(np.log(control_means), np.log(means))
         significant = bool(not (s["ratio_cs"][0] <= 1 <= s["ratio_cs"][1]) and abs(s["ratio"] - 1) >= min_effect)
         within = bool(abs(s["log_difference"]) + s["half_width"] < math.log1p(min_effect))
         c = {"arm": arm.name, "connections": [int(control_means.size), int(means.size)],
@@ -374,7 +380,7 @@ def build_ab_report(inputs: Inputs, experiment: str | None = None, min_effect: f
         elif within:
             equivalent.append(arm.name)
         else:
-            needed = max(needed, connections_needed(np.log(control_means), np.log(means), min_effect, r))
+            needed = max(needed, connections_needed(np.log(control_means), np.log(means), min_effect))
     split = check_split(e)
     warnings += _split_warnings(e, split)
     if e.dropped:
