@@ -219,7 +219,7 @@ def report_command(
       writes        write calls, bytes, median (p50) write size
       writes/burst  writes between two reads, p50 and p99: many small
                     writes per burst is what Nagle and delayed ACKs punish
-      turn          from the last write of a burst to the first reply, p50/p99
+      turn          from the first write of a request to its reply, p50/p99
       reads         read calls and bytes
       nodelay       TCP_NODELAY as the kernel had it; "set by app" if the
                     program set it itself
