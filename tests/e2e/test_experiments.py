@@ -72,9 +72,12 @@ experiment:
     experiment = load_traces(out)[did["pid"]]["experiment"]
     control, nagle = experiment["arms"]
     assert nagle["stopped"] and "turn p99" in nagle["stop_reason"]
-    # After the stop, every draw of the nagle arm went to control.
-    assert 3 <= nagle["connections"] <= 8
-    assert control["connections"] + nagle["connections"] == 40
+    assert nagle["connections"] >= 3 and control["connections"] + nagle["connections"] == 40
+    # The connections ran one after another: after the stop, every draw of the nagle arm went to control.
+    rows = [dict(zip(experiment["connection_fields"], values)) for values in experiment["connections"]]
+    redirected = [i for i, row in enumerate(rows) if row["drawn"] == 1 and row["arm"] == 0]
+    assert redirected and all(row["arm"] == 0 for row in rows[redirected[0]:])
+    assert nagle["drawn"] == sum(row["drawn"] for row in rows) > nagle["connections"]
     report = ab_report(out)
     assert report["arms"][1]["stopped"] and report["verdict"]["winner"] == "control"
 
