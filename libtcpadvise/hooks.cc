@@ -43,10 +43,10 @@ ssize_t Thunk(void* call) {
 
 // WrittenUnderPolicy is Written's path for a socket whose policy takes its
 // writes. Under cork or coalesce only a burst's first write reads the clock
-// (it starts the turn): the bytes leave together at the release, where the
-// sent-to-reply time starts (MarkSent), so the others' times would say
-// nothing. Out of line so that
-// the observe path keeps the call's arguments in registers.
+// (it may start the turn): the bytes leave together at the release, where
+// the sent-to-reply time starts (MarkSent), so the others' times would say
+// nothing. Out of line so that the observe path keeps the call's arguments
+// in registers.
 template <typename Call>
 [[gnu::noinline]] ssize_t WrittenUnderPolicy(SocketState* s, int fd, WriteApi api, uint64_t iovcnt, const iovec* data,
                                              int data_count, int flags, bool special, Call call) {
