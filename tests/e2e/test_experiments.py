@@ -107,5 +107,6 @@ experiment:
     for row in rows:
         assert row["arm"] == row["drawn"] == drawn_arm(99, [1, 3], (row["local_addr"], row["local_port"]),
                                                        (row["peer_addr"], row["peer_port"]))
-    assert 12 <= sum(row["arm"] for row in rows) <= 23  # weight 3 of 4
+    # Weight 3 of 4: 24 independent draws give arm b 8 or more but in 3 runs of a million.
+    assert 8 <= sum(row["arm"] for row in rows)
     assert ab_report(out)["split"]["ok"]
