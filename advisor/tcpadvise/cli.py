@@ -440,7 +440,7 @@ def ab_report_command(output_format: str, experiment: str | None, min_effect: fl
     would tell). Keep --min-effect the same between looks.
 
     \b
-    JSON (schema tcpadvise.ab-report/1): experiment, seed, state (running or
+    JSON (schemas/ab-report-1.schema.json): experiment, seed, state (running or
     finished), live_connections, control, arms [{name, connections,
     live_connections, drawn, turns, turn_p50_us, ..., stopped, stop_reasons}],
     split {drawn, expected, p_value, ok, empty_arms}, comparisons [{arm,

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from tcpadvise.ab import drawn_arm, experiment_config, parse_arms
+from tcpadvise import schemas
+from tcpadvise.ab import AB_REPORT_SCHEMA, drawn_arm, experiment_config, parse_arms
 from testlib import REPO, invoke, load_traces, prog, run, shim_env, wait_for
 
 POOL = REPO / "tests" / "ab" / "pool_client.py"
@@ -24,7 +25,9 @@ def ab_report(*paths, min_effect=None):
     options = ["--min-effect", str(min_effect)] if min_effect else []
     result = invoke("ab", "report", "--format", "json", *options, *paths)
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    report = json.loads(result.output)
+    assert not schemas.errors(AB_REPORT_SCHEMA, report)
+    return report
 
 
 def write_config(tmp_path, text):

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tcpadvise.ab import (MIN_CONNECTIONS, build_ab_report, drawn_arm, experiment_config, half_width, parse_arms,
+from tcpadvise import schemas
+from tcpadvise.ab import (AB_REPORT_SCHEMA, MIN_CONNECTIONS, build_ab_report, drawn_arm, experiment_config, half_width, parse_arms,
                           sequential)
 from tcpadvise.errors import BadInputError
 from tcpadvise.policy import check_config
@@ -52,7 +53,10 @@ def experiment_trace(turn_means_by_arm, name="trial", stopped=None, live=False, 
 
 
 def report_of(*traces, **options):
-    return build_ab_report(Inputs(traces=list(traces), manifests=[], stale=[]), **options)
+    """The report on these traces, checked against its schema."""
+    report = build_ab_report(Inputs(traces=list(traces), manifests=[], stale=[]), **options)
+    assert not schemas.errors(AB_REPORT_SCHEMA, report)
+    return report
 
 
 def test_parse_arms():

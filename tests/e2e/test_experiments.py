@@ -4,14 +4,17 @@ outcome, and `tcpadvise ab report` names the winner only when there is one.
 Production shapes (pools, one connection per process, hosts) are in tests/ab."""
 import json
 
-from tcpadvise.ab import drawn_arm, experiment_config, parse_arms
+from tcpadvise import schemas
+from tcpadvise.ab import AB_REPORT_SCHEMA, drawn_arm, experiment_config, parse_arms
 from testlib import client_json, invoke, load_traces, prog, run, shim_env
 
 
 def ab_report(out, *options):
     result = invoke("ab", "report", "--format", "json", *options, out)
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    report = json.loads(result.output)
+    assert not schemas.errors(AB_REPORT_SCHEMA, report)
+    return report
 
 
 def record(out, ab, *client_args, seed=11):
