@@ -15,7 +15,7 @@ import pytest
 
 from tcpadvise import schemas
 from tcpadvise.ab import AB_REPORT_SCHEMA, drawn_arm, experiment_config, parse_arms
-from testlib import REPO, invoke, load_traces, prog, run, shim_env, wait_for
+from testlib import REPO, assert_no_sanitizer_report, invoke, load_traces, prog, run, shim_env, wait_for
 
 POOL = REPO / "tests" / "ab" / "pool_client.py"
 AB, AA = "control=observe,treat=coalesce", "control=observe,same=observe"
@@ -61,6 +61,7 @@ class Pool:
         """SIGINT, as an operator's Ctrl-C: the pool exits cleanly, sockets open."""
         self.proc.send_signal(signal.SIGINT)
         out, err = self.proc.communicate(timeout=20)
+        assert_no_sanitizer_report(err)
         assert self.proc.returncode == 0, err
         return json.loads(out.splitlines()[-1])
 

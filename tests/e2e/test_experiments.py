@@ -38,7 +38,7 @@ def test_small_write_clients_name_coalesce_the_winner(tmp_path, server_factory):
     assert arms["control"]["turn_p50_us"] > 20000 > 10000 > arms["treat"]["turn_p50_us"]
     (comparison,) = report["comparisons"]
     assert comparison["significant"] and comparison["ratio_cs"][1] < 0.5
-    assert report["split"]["ok"] and not report["warnings"]
+    assert report["split"]["ok"] and not report["warnings"], (report["split"], report["warnings"])
     assert report["verdict"] == {**report["verdict"], "outcome": "winner", "winner": "treat"}
 
 
