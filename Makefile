@@ -28,7 +28,7 @@ test-cpp:
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-python:
-	TCPADVISE_BUILD=$(BUILD) $(PYTEST) -q tests/advisor tests/e2e tests/conformance tests/faults \
+	TCPADVISE_BUILD=$(BUILD) $(PYTEST) -q tests/advisor tests/e2e tests/ab tests/conformance tests/faults \
 	  tests/realprogs tests/rules tests/bench
 
 # The shim and its unit tests built with AddressSanitizer and UBSan; the

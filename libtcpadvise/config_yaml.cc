@@ -220,7 +220,7 @@ class Parser {
     if (const YAML::Node seed = node["seed"]) {
       e.seed = static_cast<uint64_t>(Int(seed, "experiment.seed", 0, INT64_MAX));
     } else {
-      Error(node, "missing experiment 'seed' (a whole number: the same seed gives the same draws)");
+      Error(node, "missing experiment 'seed' (a whole number: the key that, with a connection's 4-tuple, fixes its arm)");
     }
     if (const YAML::Node match = node["match"]) ParseMatch(match, e.match);
     const YAML::Node arms = node["arms"];

@@ -55,10 +55,11 @@ ssize_t Thunk(void* call) {
 }
 
 // WrittenUnderPolicy is Written's path for a socket whose policy takes its
-// writes. Under cork or coalesce only a burst's first write reads the clock:
-// the bytes leave together at the release, where the turn starts
-// (StartTurnAt), so the others' times would say nothing. Out of line so that
-// the observe path keeps the call's arguments in registers.
+// writes. Under cork or coalesce only a burst's first write reads the clock
+// (it may start the turn): the bytes leave together at the release, where
+// the sent-to-reply time starts (MarkSent), so the others' times would say
+// nothing. Out of line so that the observe path keeps the call's arguments
+// in registers.
 template <typename Call>
 [[gnu::noinline]] ssize_t WrittenUnderPolicy(SocketState* s, int fd, WriteApi api, uint64_t iovcnt, const iovec* data,
                                              int data_count, int flags, bool special, Call call) {
@@ -472,6 +473,7 @@ int Connect(int fd, const struct sockaddr* addr, socklen_t addrlen) {
         memcpy(&s->id.peer, addr, addrlen < sizeof(s->id.peer) ? addrlen : sizeof(s->id.peer));
       }
       if (s->id.local.ss_family == 0) s->id.local.ss_family = family;
+      if (s->experiment_draw_pending) AttachPolicy(fd, s, reinterpret_cast<const sockaddr*>(&s->id.peer));
     });
   }
   return result;

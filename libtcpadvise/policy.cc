@@ -128,7 +128,7 @@ void NoteReleased(PolicyState* p, FlushCause cause, uint64_t since) {
   PolicyCounters& c = CountersOf(p);
   c.flushes[static_cast<int>(cause)].Increment();
   const uint64_t now = ReadTicks();
-  p->socket->StartTurnAt(now);
+  p->socket->MarkSent(now);
   const uint64_t held_for = now - since;
   if (held_for > c.longest_hold_ticks.Get()) c.longest_hold_ticks.Set(held_for);
 }
@@ -214,9 +214,16 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   in.local_port = PortOf(s->id.local);
   in.peer = peer;
   const ExperimentConfig& experiment = g_policy_config->experiment;
-  const int rule = experiment.enabled && Matches(experiment.match, in)
-                       ? experiment.arms[DrawArm(experiment)].rule
-                       : MatchRule(*g_policy_config, in);
+  int rule;
+  if (experiment.enabled && Matches(experiment.match, in)) {
+    // An arm is drawn from the connection's 4-tuple: a client's is known
+    // once connect has picked its port, and Connect calls again then.
+    s->experiment_draw_pending = s->id.role == Role::kClient && !s->experiment_draw_pending;
+    if (s->experiment_draw_pending) return;
+    rule = experiment.arms[DrawArm(experiment, s->id.local, s->id.peer)].rule;
+  } else {
+    rule = MatchRule(*g_policy_config, in);
+  }
   s->id.rule = static_cast<int16_t>(rule);
   if (rule < 0) return;
   const PolicySettings& settings = g_policy_config->rules[rule].settings;

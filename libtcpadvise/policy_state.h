@@ -127,7 +127,7 @@ inline bool InterruptedShim() { return t_inside != nullptr || t_in_shared; }
 uint64_t TicksFromUs(uint64_t us);
 
 // NoteReleased counts a flush or an uncork of what was held since `since`
-// (ticks); the turn starts now, when the bytes leave.
+// (ticks); the bytes reach the kernel now (the turn keeps its start).
 void NoteReleased(PolicyState* p, FlushCause cause, uint64_t since);
 
 // SameSocket tells whether fd still refers to p's socket (SO_COOKIE); true

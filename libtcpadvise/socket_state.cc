@@ -72,6 +72,7 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   burst_writes.MergeFrom(o.burst_writes);
   burst_bytes.MergeFrom(o.burst_bytes);
   turn_ticks.MergeFrom(o.turn_ticks);
+  sent_to_reply_ticks.MergeFrom(o.sent_to_reply_ticks);
   AddCounters(read_by_api, o.read_by_api, static_cast<int>(ReadApi::kCount));
   read_eof.Add(o.read_eof.Get());
   partial_writes.Add(o.partial_writes.Get());
@@ -93,6 +94,7 @@ void SocketStats::Reset() {
   burst_open_writes.Set(0);
   burst_open_bytes.Set(0);
   last_write_start.Set(0);
+  turn_start.Set(0);
   ZeroCounters(write_by_api, static_cast<int>(WriteApi::kCount));
   write_size.Reset();
   write_iovcnt.Reset();
@@ -101,6 +103,7 @@ void SocketStats::Reset() {
   burst_writes.Reset();
   burst_bytes.Reset();
   turn_ticks.Reset();
+  sent_to_reply_ticks.Reset();
   ZeroCounters(read_by_api, static_cast<int>(ReadApi::kCount));
   read_eof.Set(0);
   partial_writes.Set(0);
@@ -223,6 +226,7 @@ void SocketState::ResetForReuse() {
   connections = 0;
   lifetime_ticks = 0;
   inherited = false;
+  experiment_draw_pending = false;
   nonblocking.store(false, std::memory_order_relaxed);
   options_set_mask = 0;
   for (int32_t& v : options_set) v = 0;

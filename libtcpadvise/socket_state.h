@@ -88,11 +88,16 @@ struct alignas(64) SocketStats {
   Counter read_bytes;
   Counter burst_open_writes;  // writes since the last read
   Counter burst_open_bytes;
-  // When the last write started (ticks): a gap's and a turn's reference
-  // point; 0 once the reply has come, so that it also says a turn is open.
+  // When the last write started (ticks), or when a policy released the
+  // burst's bytes: a gap's and the sent-to-reply time's reference point; 0
+  // once the reply has come, so that it also says a turn is open.
   Counter last_write_start;
 
   alignas(64) Counter write_by_api[static_cast<int>(WriteApi::kCount)];
+  // When the turn's first write started (ticks): the turn's start, valid
+  // while last_write_start says a turn is open. It shares write_by_api's
+  // line, which every write touches anyway.
+  Counter turn_start;
   Counter read_by_api[static_cast<int>(ReadApi::kCount)];
   Counter read_eof;
   // Writes that returned less than they were asked to send, and writes the
@@ -109,7 +114,12 @@ struct alignas(64) SocketStats {
   TicksHistogram gap_ticks;
   CountHistogram burst_writes;
   BytesHistogram burst_bytes;
+  // Turns as the application sees them: from the start of the first write
+  // after a reply to the first byte of the next reply, whatever the policy.
   TicksHistogram turn_ticks;
+  // The kernel's share of a turn: from when the burst's last bytes were
+  // handed to the kernel (the last write, or a policy's release) to the reply.
+  TicksHistogram sent_to_reply_ticks;
   BytesHistogram read_size;
   Counter errors[kErrnoSlots];
   PolicyCounters policy_counters;
@@ -186,6 +196,9 @@ struct SocketState {
   // Set in a fork child for the sockets it inherited: those appear in the
   // child's trace only once the child uses them.
   bool inherited = false;
+  // Set between a client's connect and its return when an experiment
+  // matched: its arm is drawn once the kernel picked the local port.
+  bool experiment_draw_pending = false;
   // O_NONBLOCK as last set through socket, accept4, fcntl or ioctl(FIONBIO);
   // atomic because a policy reads it while another thread may be in fcntl.
   std::atomic<bool> nonblocking{false};
@@ -224,19 +237,23 @@ struct SocketState {
     stats.burst_open_writes.Set(burst_writes);
     stats.burst_open_bytes.Add(static_cast<uint64_t>(result));
     if (start == 0) return;
-    if (burst_writes != 1) stats.gap_ticks.Record(start - stats.last_write_start.Get());
+    const uint64_t last_start = stats.last_write_start.Get();
+    if (last_start == 0) stats.turn_start.Set(start);
+    if (burst_writes != 1) stats.gap_ticks.Record(start - last_start);
     stats.last_write_start.Set(start);
   }
 
-  // SocketState::StartTurnAt moves a pending turn's start to now: a policy
-  // released the burst's bytes then.
-  void StartTurnAt(uint64_t now) {
+  // SocketState::MarkSent notes that a policy handed a pending turn's bytes
+  // to the kernel now: the sent-to-reply time starts here; the turn keeps
+  // its start, the application's first write.
+  void MarkSent(uint64_t now) {
     if (stats.last_write_start.Get() != 0) stats.last_write_start.Set(now);
   }
 
   // SocketState::OnRead records one read-family call. Any read attempt closes
   // the current burst; the first read that returns data after a burst closes
-  // the turn, and only then is the clock read.
+  // the turn, and only then is the clock read. A turn is timed from its
+  // first write whatever the policy, so that arms compare alike.
   [[gnu::always_inline]] void OnRead(ReadApi api, int64_t result, int errno_value, bool peek) {
     stats.read_calls.Increment();
     stats.read_by_api[static_cast<int>(api)].Increment();
@@ -248,10 +265,16 @@ struct SocketState {
     if (peek) return;
     stats.read_bytes.Add(static_cast<uint64_t>(result));
     stats.read_size.Record(static_cast<uint64_t>(result));
-    if (const uint64_t turn_start = stats.last_write_start.Get(); turn_start != 0) {
-      stats.last_write_start.Set(0);
-      stats.turn_ticks.Record(ReadTicks() - turn_start);
-    }
+    if (const uint64_t sent = stats.last_write_start.Get(); sent != 0) CloseTurn(sent);
+  }
+
+  // SocketState::CloseTurn records the turn the reply that came now closes;
+  // sent is its last_write_start.
+  void CloseTurn(uint64_t sent) {
+    const uint64_t now = ReadTicks();
+    stats.last_write_start.Set(0);
+    stats.turn_ticks.Record(now - stats.turn_start.Get());
+    stats.sent_to_reply_ticks.Record(now - sent);
   }
 
   // SocketState::CloseBurst records the open burst, if any, and starts anew.

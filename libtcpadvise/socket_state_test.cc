@@ -30,16 +30,33 @@ TEST(SocketStateTest, UntimedWritesCountButRecordNoGapAndKeepTheTurnStart) {
   EXPECT_EQ(s.stats.last_write_start.Get(), 1000u);
 }
 
-TEST(SocketStateTest, StartTurnAtMovesOnlyAPendingTurn) {
+TEST(SocketStateTest, MarkSentMovesOnlyThePendingSentTimeNotTheTurnStart) {
   SocketState s;
-  s.StartTurnAt(5000);  // nothing written: no turn to move
+  s.MarkSent(5000);  // nothing written: no turn to move
   EXPECT_EQ(s.stats.last_write_start.Get(), 0u);
   s.OnWrite(WriteApi::kWrite, 2, 0, kScalarWrite, 1000, 0);
-  s.StartTurnAt(5000);
+  s.MarkSent(5000);
   EXPECT_EQ(s.stats.last_write_start.Get(), 5000u);
+  EXPECT_EQ(s.stats.turn_start.Get(), 1000u);
   s.OnRead(ReadApi::kRead, 2, 0, false);
-  s.StartTurnAt(9000);  // the reply came: the turn is closed
+  s.MarkSent(9000);  // the reply came: the turn is closed
   EXPECT_EQ(s.stats.last_write_start.Get(), 0u);
+  EXPECT_EQ(s.stats.turn_ticks.count(), 1u);
+  EXPECT_EQ(s.stats.sent_to_reply_ticks.count(), 1u);
+}
+
+TEST(SocketStateTest, TheTurnStartsAtTheFirstWriteAfterAReplyAndOutlivesEmptyReads) {
+  SocketState s;
+  s.OnWrite(WriteApi::kWrite, 2, 0, kScalarWrite, 1000, 0);
+  s.OnRead(ReadApi::kRead, -1, EAGAIN, false);  // closes the burst, not the turn
+  s.OnWrite(WriteApi::kWrite, 2, 0, kScalarWrite, 3000, 0);
+  EXPECT_EQ(s.stats.turn_start.Get(), 1000u);
+  EXPECT_EQ(s.stats.last_write_start.Get(), 3000u);
+  s.OnRead(ReadApi::kRead, 2, 0, false);
+  EXPECT_EQ(s.stats.turn_ticks.count(), 1u);
+  EXPECT_EQ(s.stats.sent_to_reply_ticks.count(), 1u);
+  s.OnWrite(WriteApi::kWrite, 2, 0, kScalarWrite, 7000, 0);  // the next turn
+  EXPECT_EQ(s.stats.turn_start.Get(), 7000u);
 }
 
 TEST(SocketStateTest, ShapeOfTellsKindAndWriteSizeClass) {

@@ -344,6 +344,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("count");
   w->Uint(st.turn_ticks.count());
   EmitHistogram(w, st.turn_ticks, {"ns", "ns", ns_per_tick});
+  EmitHistogram(w, st.sent_to_reply_ticks, {"sent_to_reply_ns", "ns", ns_per_tick});
   w->EndObject();
 
   w->Key("reads");

@@ -219,7 +219,7 @@ def report_command(
       writes        write calls, bytes, median (p50) write size
       writes/burst  writes between two reads, p50 and p99: many small
                     writes per burst is what Nagle and delayed ACKs punish
-      turn          from the last write of a burst to the first reply, p50/p99
+      turn          from the first write of a request to its reply, p50/p99
       reads         read calls and bytes
       nodelay       TCP_NODELAY as the kernel had it; "set by app" if the
                     program set it itself
@@ -413,29 +413,39 @@ def ab_report_command(output_format: str, experiment: str | None, min_effect: fl
 
     PATH is a trace, or a directory of traces, from any number of processes
     and hosts (record with 'tcpadvise record --ab control=observe,treat=coalesce
-    -- CMD', or a config with an experiment: docs/policy-config.md). Arms are
-    compared over connections, the unit that was randomised: each
-    connection's mean turn time (last write of a burst to the first byte of
-    the reply), lower is better.
+    -- CMD', or a config with an experiment: docs/policy-config.md). Every
+    snapshot carries the connections still open, so a running experiment can
+    be looked at as often as you like: the verdict uses a 95% always-valid
+    confidence sequence, which holds at every look. Arms are compared over
+    connections, the unit that was randomised: each connection's mean turn
+    time (its first write of a request to the first byte of the reply, the
+    same under every policy), lower is better.
 
     \b
     Example:
-      tcpadvise record -o trial --ab control=observe,treat=coalesce -- ./client
-      tcpadvise ab report trial
+      tcpadvise record -o trial --interval 1 --ab control=observe,treat=coalesce -- ./client
+      tcpadvise ab report trial      # while it runs, and again after
 
     \b
-    Per arm: connections, turns, turn p50/p90/p99, throughput, segments and
-    calls per turn, errors, and whether the guardrail stopped it. Against
-    control: the difference of means with a bootstrap 95% confidence interval
-    and a Mann-Whitney rank test. Verdict: the winner (significant, and at
-    least --min-effect), no difference, or not enough data (with the
-    connections per arm that would be needed).
+    Per arm: connections (and how many are live), turns, turn p50/p90/p99,
+    throughput, segments and calls per turn, errors (EAGAIN and EINTR are not
+    errors), and whether the guardrail stopped it. Split: the arms drawn
+    against the weights (a sample-ratio-mismatch chi-square test), with a
+    warning when an arm is empty or the split is off. Against control: the
+    ratio of geometric means with its confidence sequence and always-valid
+    p-value; the fixed-horizon bootstrap interval and rank test are shown
+    too, valid only at a size fixed in advance. Verdict: the winner (beyond
+    chance, and by at least --min-effect), no difference (within
+    --min-effect), or not enough data (with the connections per arm that
+    would tell). Keep --min-effect the same between looks.
 
     \b
-    JSON (schema tcpadvise.ab-report/1): experiment, seed, control, arms
-    [{name, connections, turns, turn_p50_us, turn_p90_us, turn_p99_us,
-    throughput_bytes_per_s, ...}], comparisons [{arm, difference_us, ci95_us,
-    p_value, significant, ...}], verdict {outcome, winner, reason,
+    JSON (schemas/ab-report-1.schema.json): experiment, seed, state (running or
+    finished), live_connections, control, arms [{name, connections,
+    live_connections, drawn, turns, turn_p50_us, ..., stopped, stop_reasons}],
+    split {drawn, expected, p_value, ok, empty_arms}, comparisons [{arm,
+    ratio, ratio_cs, always_valid_p, significant, equivalent, fixed_horizon
+    {ci95_us, p_value}, ...}], verdict {outcome, winner, reason,
     connections_needed}, warnings.
     """
     report = build_ab_report(load_inputs(paths), experiment, min_effect)

@@ -399,7 +399,7 @@ METRICS = _catalogue(
         "Median burst size over the send buffer (options.sndbuf): above 1, a burst cannot fit.",
         _bytes_per_sndbuf,
     ),
-    # Turns: from the last write of a burst to the first read that brings data back.
+    # Turns: from the first write after a reply to the first read that brings data back.
     Metric("turns.count", "count", SCOPE, "Turns measured.", lambda scope: scope.merged["turns"]["count"]),
     Metric(
         "turns.p50_us",

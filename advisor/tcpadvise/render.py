@@ -210,12 +210,14 @@ def _policy_text(policy: str | dict) -> str:
 
 
 def render_ab_text(report: dict, console: Console) -> None:
-    """An experiment's arms side by side, then each comparison and the verdict."""
-    table = Table(title=f"experiment {report['experiment']} (seed {report['seed']}, control: {report['control']})",
+    """An experiment's arms side by side, then the split, each comparison and the verdict."""
+    state = "running" if report["state"] == "running" else "finished"
+    table = Table(title=f"experiment {report['experiment']} (seed {report['seed']}, control: {report['control']}, "
+                        f"{state}, {report['live_connections']} connections live)",
                   box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     arm_width = max(len(arm["name"]) for arm in report["arms"])
     table.add_column("arm", min_width=min(arm_width, 24))
-    for column in ("conns", "turns", "turn p50", "p90", "p99", "bytes/s", "errors"):
+    for column in ("conns", "live", "turns", "turn p50", "p90", "p99", "bytes/s", "errors"):
         table.add_column(column, justify="right", no_wrap=True)
     stopped = any(arm["stopped"] for arm in report["arms"])
     if stopped:
@@ -223,19 +225,26 @@ def render_ab_text(report: dict, console: Console) -> None:
     for arm in report["arms"]:
         throughput = arm["throughput_bytes_per_s"]
         table.add_row(
-            arm["name"], str(arm["connections"]), str(arm["turns"]),
+            arm["name"], str(arm["connections"]), str(arm["live_connections"]), str(arm["turns"]),
             *(format_duration_us(arm[key]) for key in ("turn_p50_us", "turn_p90_us", "turn_p99_us")),
             format_bytes(throughput),
             str(arm["errors"]),
             *(["stopped: " + "; ".join(arm["stop_reasons"]) if arm["stopped"] else "-"] if stopped else []),
         )
     console.print(table)
+    split = report["split"]
+    p = "-" if split["p_value"] is None else f"{split['p_value']:.3g}"
+    console.print("split: " + ", ".join(f"{name} {n}" for name, n in split["drawn"].items())
+                  + f" (sample-ratio test p={p}{'' if split['ok'] else ', OFF'})")
     for c in report["comparisons"]:
-        low, high = c["ci95_us"]
+        low, high = c["ratio_cs"]
+        fixed = c["fixed_horizon"]
         console.print(f"{c['arm']} vs {report['control']}: mean turn {format_duration_us(c['arm_mean_us'])} vs "
-                      f"{format_duration_us(c['control_mean_us'])}, difference {_signed_us(c['difference_us'])} "
-                      f"(95% CI {_signed_us(low)} to {_signed_us(high)}, rank test p={c['p_value']:.3g})"
-                      f"{'' if c['significant'] else ', not significant'}")
+                      f"{format_duration_us(c['control_mean_us'])}, geometric-mean ratio {c['ratio']:.3g} "
+                      f"(95% confidence sequence {low:.3g} to {high:.3g}, always-valid p={c['always_valid_p']:.3g})"
+                      f"{'' if c['significant'] else ', not significant'}; fixed-horizon, valid only at a planned "
+                      f"size: 95% CI {_signed_us(fixed['ci95_us'][0])} to {_signed_us(fixed['ci95_us'][1])}, "
+                      f"rank test p={fixed['p_value']:.3g}")
     verdict = report["verdict"]
     headline = f"winner: {verdict['winner']}" if verdict["outcome"] == "winner" else verdict["outcome"]
     console.print(f"verdict: {headline}: {verdict['reason']}")

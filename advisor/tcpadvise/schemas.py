@@ -15,6 +15,7 @@ SCHEMA_FILES = {
     "tcpadvise.config/1": "config-1.schema.json",
     "tcpadvise.calibration/1": "calibration-1.schema.json",
     "tcpadvise.report/1": "report-1.schema.json",
+    "tcpadvise.ab-report/1": "ab-report-1.schema.json",
 }
 
 

@@ -1,33 +1,62 @@
 """The A/B report's logic on experiment blocks built here, and the CLI's
-handling of bad input; the end-to-end runs are in tests/e2e/test_experiments.py."""
+handling of bad input; the end-to-end runs are in tests/e2e/test_experiments.py
+and tests/ab."""
 import json
+import math
 
+import numpy as np
 import pytest
+from scipy import stats
 
-from tcpadvise.ab import MIN_CONNECTIONS, build_ab_report, experiment_config, parse_arms
+from tcpadvise import schemas
+from tcpadvise.ab import (AB_REPORT_SCHEMA, MIN_CONNECTIONS, build_ab_report, drawn_arm, experiment_config, half_width, parse_arms,
+                          sequential)
 from tcpadvise.errors import BadInputError
 from tcpadvise.policy import check_config
 from tcpadvise.traces import Inputs, Trace
 from testlib import invoke, shim_path
 
-FIELDS = ["arm", "turns", "turn_p50_ns", "turn_mean_ns", "bytes", "duration_ns", "calls", "errors", "data_segs_out"]
+FIELDS = ["arm", "drawn", "live", "turns", "turn_p50_ns", "turn_mean_ns", "sent_to_reply_mean_ns", "bytes",
+          "duration_ns", "calls", "errors", "data_segs_out", "local_addr", "local_port", "peer_addr", "peer_port"]
+SEED = 5
 
 
-def experiment_trace(turn_means_by_arm, name="trial", stopped=None):
-    """A trace holding an experiment whose arm i's connections had the given mean turn times (ns)."""
+def _ports_drawing(arm, weights, count, start=[20000]):
+    """count local ports whose connection to 10.0.0.1:6379 draws arm with SEED."""
+    ports = []
+    while len(ports) < count:
+        start[0] += 1
+        if drawn_arm(SEED, weights, ("10.0.0.2", start[0]), ("10.0.0.1", 6379)) == arm:
+            ports.append(start[0])
+    return ports
+
+
+def experiment_trace(turn_means_by_arm, name="trial", stopped=None, live=False, drawn=None):
+    """A trace holding an experiment whose arm i's connections had the given mean turn
+    times (ns), each drawn from its 4-tuple; drawn (arm name -> arm index) gives an
+    arm's connections 4-tuples that draw another arm than the one their rows say."""
     arms, rows = [], []
+    weights = [1] * len(turn_means_by_arm)
     for index, (arm, means) in enumerate(turn_means_by_arm.items()):
-        arms.append({"name": arm, "weight": 1, "connections": len(means), "calls": 10 * len(means), "errors": 0,
+        arms.append({"name": arm, "weight": 1, "connections": len(means), "live_connections": len(means) if live else 0,
+                     "drawn": len(means), "calls": 10 * len(means), "errors": 0,
                      "turn_ns": [[m * 0.9, m * 1.1, 4] for m in means], "stopped": arm == stopped,
                      **({"stop_reason": "turn p99 9x control's (bound 3x)"} if arm == stopped else {})})
-        rows += [[index, 4, m, m, 1000, 10**8, 10, 0, 4] for m in means]
-    data = {"experiment": {"name": name, "seed": 5, "draws": len(rows), "arms": arms, "connection_fields": FIELDS,
-                           "connections": rows, "connections_dropped": 0}}
+        draws = (drawn or {}).get(arm, index)
+        for m, port in zip(means, _ports_drawing(draws, weights, len(means))):
+            rows.append([index, index, live, 4, m, m, m / 2, 1000, 10**8, 10, 0, 4, "10.0.0.2", port, "10.0.0.1",
+                         6379])
+    data = {"final": not live, "written_unix_ns": 1,
+            "experiment": {"name": name, "seed": SEED, "assignment": "splitmix64-4tuple/1", "draws": len(rows),
+                           "arms": arms, "connection_fields": FIELDS, "connections": rows, "connections_dropped": 0}}
     return Trace(path=f"/traces/{name}.json", data=data)
 
 
 def report_of(*traces, **options):
-    return build_ab_report(Inputs(traces=list(traces), manifests=[], stale=[]), **options)
+    """The report on these traces, checked against its schema."""
+    report = build_ab_report(Inputs(traces=list(traces), manifests=[], stale=[]), **options)
+    assert not schemas.errors(AB_REPORT_SCHEMA, report)
+    return report
 
 
 def test_parse_arms():
@@ -52,7 +81,9 @@ def test_clear_improvement_is_a_winner():
     report = report_of(experiment_trace({"control": rng_free[0], "treat": rng_free[1]}))
     assert report["verdict"]["outcome"] == "winner" and report["verdict"]["winner"] == "treat"
     (c,) = report["comparisons"]
-    assert c["ci95_us"][0] < c["ci95_us"][1] < 0 and c["p_value"] < 0.001
+    assert c["ratio_cs"][0] < c["ratio"] < c["ratio_cs"][1] < 0.01 and c["always_valid_p"] < 0.001
+    assert c["fixed_horizon"]["ci95_us"][1] < 0 and "fixed in advance" in c["fixed_horizon"]["note"]
+    assert report["split"]["ok"] and not report["warnings"] and report["state"] == "finished"
 
 
 def test_worse_arm_makes_control_the_winner():
@@ -111,3 +142,65 @@ def test_cli_errors_are_one_line(tmp_path):
     bad_seed = invoke("record", "-o", str(tmp_path / "s"), "--ab", "a=observe,b=cork", "--seed", "-1",
                       "--", "true")
     assert bad_seed.exit_code == 2 and not (tmp_path / "s").exists()
+
+
+def test_draws_match_the_shims_definition():
+    # The same cases as libtcpadvise/experiment_test.cc, 8 equal arms.
+    cases = [(42, ("127.0.0.1", 40000), ("127.0.0.1", 6379), 1), (42, ("127.0.0.1", 6379), ("127.0.0.1", 40000), 1),
+             (42, ("127.0.0.1", 40001), ("127.0.0.1", 6379), 3), (7, ("10.0.0.1", 5555), ("192.168.1.9", 80), 0),
+             (7, ("::1", 40000), ("::1", 8080), 7), (99, ("2001:db8::5", 1234), ("fe80::1", 443), 6),
+             (99, ("::ffff:127.0.0.1", 5000), ("::ffff:127.0.0.1", 80), 6), (0, ("0.0.0.0", 0), ("0.0.0.0", 0), 2)]
+    for seed, local, peer, arm in cases:
+        assert drawn_arm(seed, [1] * 8, local, peer) == arm
+
+
+def test_live_rows_make_a_running_report():
+    report = report_of(experiment_trace({"control": [40e6] * 12, "treat": [1e5] * 12}, live=True))
+    assert report["state"] == "running" and report["live_connections"] == 24
+    assert report["verdict"]["winner"] == "treat"
+
+
+def test_a_split_off_the_weights_is_a_sample_ratio_mismatch():
+    # 30 connections that all drew control, 5 treat, against equal weights.
+    report = report_of(experiment_trace({"control": [1e6] * 30, "treat": [1e6] * 5}))
+    assert not report["split"]["ok"] and report["split"]["p_value"] < 0.001
+    assert any("sample ratio mismatch" in w for w in report["warnings"])
+    balanced = report_of(experiment_trace({"control": [1e6] * 18, "treat": [1e6] * 15}))
+    assert balanced["split"]["ok"] and balanced["split"]["p_value"] > 0.5
+
+
+def test_an_empty_arm_is_a_warning():
+    report = report_of(experiment_trace({"control": [1e6] * 10, "treat": []}))
+    assert report["split"]["empty_arms"] == ["treat"] and not report["split"]["ok"]
+    assert any("treat drew no connection out of 10" in w for w in report["warnings"])
+    assert report["verdict"]["outcome"] == "not enough data"
+
+
+def test_rows_whose_arm_is_not_their_draw_are_a_warning():
+    # treat's rows say they drew treat, but their 4-tuples draw control.
+    report = report_of(experiment_trace({"control": [1e6] * 10, "treat": [1e6] * 10}, drawn={"treat": 0}))
+    assert any("10 connections' arms are not the ones their 4-tuples draw" in w for w in report["warnings"])
+
+
+def test_the_confidence_sequence_narrows_with_information_and_covers_more_than_a_fixed_interval():
+    widths = [half_width(i) for i in (10, 100, 1000, 10000)]
+    assert widths == sorted(widths, reverse=True) and widths[-1] < 0.05
+    # Wider than the fixed-horizon 95% interval at the same information: the price of looking at will.
+    assert all(w > 1.96 / math.sqrt(i) for w, i in zip(widths, (10, 100, 1000, 10000)))
+
+
+def test_looking_again_and_again_at_an_aa_experiment_keeps_the_error_rate():
+    """200 A/A experiments, each looked at after every 20 connections per arm up to
+    200: the confidence sequence names a difference in at most 5% of them (here
+    far fewer), while a fixed-horizon t-test at every look does in many more."""
+    rng = np.random.default_rng(1)
+    control, arm = rng.normal(10, 0.5, (200, 200)), rng.normal(10, 0.5, (200, 200))
+    looks = range(20, 201, 20)
+    sequential_hits = sum(
+        any(not (low <= 1 <= high) for low, high in (sequential(c[:n], a[:n])["ratio_cs"] for n in looks))
+        for c, a in zip(control, arm))
+    fixed = np.zeros(200, dtype=bool)
+    for n in looks:
+        fixed |= stats.ttest_ind(control[:, :n], arm[:, :n], axis=1).pvalue < 0.05
+    assert sequential_hits <= 10
+    assert fixed.sum() > 20 and fixed.sum() > 2 * sequential_hits

@@ -1,0 +1,204 @@
+"""A/B experiments on production shapes, with real parts: a long-lived pool
+against redis-server (connections never closed, stopped by a signal), looked
+at every second while it runs; one connection per process from a shell
+loop, with and without a seed; traces from several processes in two
+directories read as two hosts; the guardrail acting on live connections;
+and one turn definition under every policy. Each A/B case names the true
+winner, and runs as an A/A test too, which must name none."""
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tcpadvise import schemas
+from tcpadvise.ab import AB_REPORT_SCHEMA, drawn_arm, experiment_config, parse_arms
+from testlib import REPO, assert_no_sanitizer_report, invoke, load_traces, prog, run, shim_env, wait_for
+
+POOL = REPO / "tests" / "ab" / "pool_client.py"
+AB, AA = "control=observe,treat=coalesce", "control=observe,same=observe"
+
+
+def ab_report(*paths, min_effect=None):
+    options = ["--min-effect", str(min_effect)] if min_effect else []
+    result = invoke("ab", "report", "--format", "json", *options, *paths)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert not schemas.errors(AB_REPORT_SCHEMA, report)
+    return report
+
+
+def write_config(tmp_path, text):
+    config = tmp_path / "experiment.yaml"
+    config.write_text(text)
+    return config
+
+
+class Pool:
+    """pool_client.py under the shim, snapshots every interval seconds."""
+
+    def __init__(self, out, config, port, *args, interval=0.5):
+        out.mkdir(exist_ok=True)
+        self.out = out
+        self.proc = subprocess.Popen([sys.executable, str(POOL), "--port", str(port), *args],
+                                     env=shim_env(out, interval, TCPADVISE_CONFIG=str(config)),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if line != "ready\n":
+            self.proc.kill()
+            raise AssertionError(line + self.proc.communicate(timeout=10)[1])
+
+    def snapshot(self):
+        """The pool's trace as of its last snapshot, once there is one."""
+        traces = wait_for(lambda: load_traces(self.out), timeout=5)
+        assert traces, "no snapshot"
+        (trace,) = traces.values()
+        return trace
+
+    def interrupt(self):
+        """SIGINT, as an operator's Ctrl-C: the pool exits cleanly, sockets open."""
+        self.proc.send_signal(signal.SIGINT)
+        out, err = self.proc.communicate(timeout=20)
+        assert_no_sanitizer_report(err)
+        assert self.proc.returncode == 0, err
+        return json.loads(out.splitlines()[-1])
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate(timeout=10)
+
+
+@pytest.mark.parametrize("arms,winner", [(AB, "treat"), (AA, None)], ids=["ab", "aa"])
+def test_a_running_pool_looked_at_every_second_keeps_its_verdict(tmp_path, redis_port, arms, winner):
+    config = write_config(tmp_path, experiment_config(parse_arms(arms)))
+    pool = Pool(tmp_path / "traces", config, redis_port, "--connections", "24")
+    try:
+        time.sleep(1.2)
+        looks = []
+        for _ in range(5):
+            report = ab_report(pool.out)
+            looks.append(report)
+            time.sleep(max(0.0, 1 - (time.monotonic() % 1)))
+        summary = pool.interrupt()
+    finally:
+        pool.kill()
+    for report in looks:
+        assert report["state"] == "running" and report["live_connections"] == 24
+        assert sum(arm["connections"] for arm in report["arms"]) == 24
+        assert report["split"]["ok"] and not report["warnings"], report["warnings"]
+    verdicts = [report["verdict"]["winner"] for report in looks]
+    if winner is None:
+        assert verdicts == [None] * len(looks), verdicts
+    else:
+        # Once named, the winner stays; the last look names the true one.
+        first = next(i for i, v in enumerate(verdicts) if v is not None)
+        assert verdicts[first:] == [winner] * (len(looks) - first), verdicts
+    final = ab_report(pool.out)
+    assert summary["connections"] == 24 and final["state"] == "finished"
+    assert sum(arm["connections"] for arm in final["arms"]) == 24
+    assert final["verdict"]["winner"] == winner
+    if winner:
+        (comparison,) = final["comparisons"]
+        assert comparison["ratio_cs"][1] < 0.5  # coalesce's turn is a fraction of Nagle's delayed-ACK wait
+
+
+def run_process_per_connection(out, config, port, processes):
+    """A shell loop of one-connection clients (two Nagle-prone requests each) under the shim."""
+    out.mkdir(exist_ok=True)
+    loop = 'for i in $(seq "$2"); do "$0" client --port "$1" --rounds 2 || exit 1; done'
+    result = run(["sh", "-c", loop, prog("burst"), str(port), str(processes)],
+                 env=shim_env(out, TCPADVISE_CONFIG=str(config)), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert len(load_traces(out)) == processes
+
+
+@pytest.mark.parametrize("arms,seed,winner", [(AB, 7, "treat"), (AB, None, "treat"), (AA, None, None)],
+                         ids=["ab-seed", "ab-random-key", "aa-random-key"])
+def test_one_connection_per_process_splits_between_arms(tmp_path, server_factory, arms, seed, winner):
+    server = server_factory()
+    config = write_config(tmp_path, experiment_config(parse_arms(arms), seed))
+    run_process_per_connection(tmp_path / "traces", config, server.port, 24)
+    report = ab_report(tmp_path / "traces")
+    drawn = report["split"]["drawn"]
+    # 24 independent draws: each arm gets its share (binomial, 5 or fewer in 1 run of 650).
+    assert sum(drawn.values()) == 24 and min(drawn.values()) >= 6, drawn
+    assert report["split"]["ok"] and report["split"]["p_value"] > 0.001 and not report["warnings"]
+    assert seed is None or report["seed"] == seed
+    assert report["verdict"]["winner"] == winner, report["verdict"]
+
+
+def test_processes_on_two_hosts_make_one_experiment(tmp_path, server_factory):
+    server = server_factory()
+    config = write_config(tmp_path, experiment_config(parse_arms(AB), 21))
+    hosts = [tmp_path / "host-a", tmp_path / "host-b"]
+    for host in hosts:
+        run_process_per_connection(host, config, server.port, 12)
+    both = ab_report(*hosts)
+    assert len(both["traces"]) == 24 and sum(arm["connections"] for arm in both["arms"]) == 24
+    assert both["split"]["ok"] and not both["warnings"]
+    assert both["verdict"]["winner"] == "treat"
+    # Every row's arm is the one its 4-tuple draws, recomputed here from the seed.
+    for host in hosts:
+        for trace in load_traces(host).values():
+            block = trace["experiment"]
+            fields = block["connection_fields"]
+            for values in block["connections"]:
+                row = dict(zip(fields, values))
+                assert row["arm"] == row["drawn"] == drawn_arm(21, [1, 1], (row["local_addr"], row["local_port"]),
+                                                               (row["peer_addr"], row["peer_port"]))
+
+
+def test_guardrail_stops_an_arm_on_live_connections(tmp_path, redis_port):
+    config = write_config(tmp_path, """version: 1
+experiment:
+  name: guarded
+  seed: 5
+  arms:
+    - {name: control, policy: nodelay}
+    - {name: nagle, policy: observe}
+  guardrail: {max_p99_ratio: 3, min_connections: 3}
+""")
+    pool = Pool(tmp_path / "traces", config, redis_port, "--connections", "12", "--more", "12", "--after", "2")
+    try:
+        assert pool.proc.stdout.readline() == "more\n"
+        time.sleep(0.6)
+        snapshot = pool.snapshot()["experiment"]
+        report = ab_report(pool.out)
+        pool.interrupt()
+    finally:
+        pool.kill()
+    # The pool's first connections never closed: the stop was judged on live ones.
+    control, nagle = snapshot["arms"]
+    assert nagle["stopped"] and "turn p99" in nagle["stop_reason"] and "live" in nagle["stop_reason"]
+    rows = [dict(zip(snapshot["connection_fields"], values)) for values in snapshot["connections"]]
+    assert all(row["live"] for row in rows) and len(rows) == 24
+    # The later connections that drew the stopped arm went to control.
+    late = [row for row in rows if row["drawn"] == 1 and row["arm"] == 0]
+    assert late and all(row["turn_mean_ns"] < 20e6 for row in late)
+    assert report["arms"][1]["stopped"] and report["arms"][1]["stop_reasons"]
+    assert report["split"]["ok"]  # the split counts draws, not where the guardrail sent them
+
+
+@pytest.mark.parametrize("policy", ["observe", "nodelay", "cork", "coalesce"])
+def test_the_turn_is_timed_from_the_first_write_under_every_policy(tmp_path, redis_port, policy):
+    config = write_config(tmp_path, f"version: 1\nrules:\n  - policy: {policy}\n")
+    out = tmp_path / "traces"
+    out.mkdir()
+    # 3 ms between a request's writes: the application's turn is at least 6 ms whatever the policy.
+    result = run([sys.executable, str(POOL), "--port", str(redis_port), "--connections", "1", "--requests", "15",
+                  "--gap-ms", "3", "--think-ms", "0"], env=shim_env(out, TCPADVISE_CONFIG=str(config)), timeout=60)
+    assert result.returncode == 0, result.stderr
+    (trace,) = load_traces(out).values()
+    (sock,) = [s for s in trace["sockets"] if s["role"] == "client"]
+    turns = sock["turns"]
+    assert turns["count"] == 15
+    assert turns["ns"]["buckets"][0][0] >= 6e6 * 0.8, turns["ns"]["buckets"]
+    turn_mean = turns["ns"]["sum"] / turns["count"]
+    sent_mean = turns["sent_to_reply_ns"]["sum"] / turns["sent_to_reply_ns"]["count"]
+    assert turns["sent_to_reply_ns"]["count"] == 15 and sent_mean <= turn_mean
+    if policy in ("cork", "coalesce"):
+        # The kernel's share starts at the release, after the writes' 6 ms (or the cork's 5 ms deadline).
+        assert turn_mean - sent_mean > 4e6, (turn_mean, sent_mean)
