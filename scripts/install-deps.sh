@@ -13,6 +13,7 @@ packages=(
   iproute2 util-linux  # ip, taskset
   python3 python3-pip
   redis-server redis-tools nginx curl wrk  # tests/realprogs: real servers and clients
+  memcached libmemcached-tools iperf3 nodejs postgresql  # tests/realprogs: expected findings
 )
 
 missing=()

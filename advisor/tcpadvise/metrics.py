@@ -18,6 +18,7 @@ tcp_info, sockets that disagree) has the value None, and a condition on it
 never holds.
 """
 
+import ipaddress
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,11 +111,19 @@ def _run(report: Report, manifest: Manifest) -> Run:
 
 
 def _scope_key(item: dict) -> tuple:
+    # Streams (writes, no reply) and conversations on the same service are told apart: iperf3's
+    # data connections are not its control connection, and a mean over both would be neither.
+    pattern = "stream" if is_stream(item) else "exchange"
     if item["role"] == "server":
-        return (item["program"], "server", item["local"]["port"])
+        return (item["program"], "server", item["local"]["port"], pattern)
     if item["role"] == "client":
-        return (item["program"], "client", item["peer"]["addr"], item["peer"]["port"])
-    return (item["program"], item["role"], item["local"]["port"], item["peer"]["addr"], item["peer"]["port"])
+        return (item["program"], "client", item["peer"]["addr"], item["peer"]["port"], pattern)
+    return (item["program"], item["role"], item["local"]["port"], item["peer"]["addr"], item["peer"]["port"], pattern)
+
+
+def is_stream(socket: dict) -> bool:
+    """Whether a socket (trace entry or report item) only sends: bytes written, none read."""
+    return socket["writes"]["bytes"] > 0 and socket["reads"]["bytes"] == 0
 
 
 def _scope(report: Report, indexes: list[int]) -> Scope:
@@ -124,6 +133,11 @@ def _scope(report: Report, indexes: list[int]) -> Scope:
     merged["options"] = _agreed([socket["options"] for socket in raw])
     merged["options_set"] = _agreed([socket["options_set"] for socket in raw])
     merged["tcp_info"] = _merged_tcp_info([socket.get("tcp_info", {}) for socket in raw])
+    occupancy = [socket["sndbuf_occupancy"] for socket in raw if socket.get("sndbuf_occupancy")]
+    merged["sndbuf_occupancy"] = hist.merge(occupancy) if occupancy else None
+    merged["seconds"] = max(report.sockets[index]["observed_s"] or 0 for index in indexes) or None
+    merged["stream"] = all(is_stream(report.raw_sockets[index]) for index in indexes)
+    merged["loopback"] = all(_loopback(report.sockets[index]["peer"]["addr"]) for index in indexes)
     role = first["role"]
     return Scope(
         program=first["program"],
@@ -131,10 +145,27 @@ def _scope(report: Report, indexes: list[int]) -> Scope:
         local_port=first["local"]["port"] if role != "client" else None,
         peer=first["peer"]["addr"] if role != "server" else None,
         peer_port=first["peer"]["port"] if role != "server" else None,
-        pids=sorted({report.sockets[index]["pid"] for index in indexes}),
+        pids=sorted({pid for index in indexes for pid in report.sockets[index]["pids"]}),
         sockets=indexes,
         merged=merged,
     )
+
+
+def member_scopes(report: Report, scope: Scope) -> list[Scope]:
+    """Each socket item of a scope as a scope of its own (none for a scope of one item).
+
+    A rule is judged on these too, so that a connection's trouble is not averaged away by the others.
+    """
+    if len(scope.sockets) < 2:
+        return []
+    return [_scope(report, [index]) for index in scope.sockets]
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.removeprefix("::ffff:")).is_loopback
+    except ValueError:
+        return False
 
 
 def _agreed(tables: list[dict]) -> dict:
@@ -230,6 +261,45 @@ def _fixed_buffer_bytes(scope: Scope) -> int | None:
 
 def _fixed_buffer_count(scope: Scope) -> int:
     return sum(option in scope.merged["options_set"] for option, _ in _BUFFER_OPTIONS)
+
+
+def _per_second(count: Callable[[Scope], float | None]) -> Callable[[Scope], float | None]:
+    return lambda scope: ratio(count(scope), scope.merged["seconds"])
+
+
+def _write_errors(scope: Scope) -> dict | None:
+    """Failed writes by errno: the shim's own table if it keeps one, else the socket's for a stream
+    (which reads nothing, so its failures are its writes'); None when writes cannot be told apart."""
+    writes = scope.merged["writes"]
+    if "errors" in writes:
+        return writes["errors"]
+    return scope.merged["errors"] if scope.merged["stream"] else None
+
+
+def _eagain(scope: Scope) -> int | None:
+    errors = _write_errors(scope)
+    return None if errors is None else errors.get("EAGAIN", 0) + errors.get("EWOULDBLOCK", 0)
+
+
+def _partial(scope: Scope) -> int | None:
+    return scope.merged["writes"].get("partial")
+
+
+def _blocked_us(scope: Scope) -> float | None:
+    """Time inside write calls: the shim's total if it keeps one, else the sampled mean times the writes."""
+    writes = scope.merged["writes"]
+    if "blocked_ns" in writes:
+        return writes["blocked_ns"] / 1000
+    mean_ns = hist.mean(writes["syscall_ns"]) if "syscall_ns" in writes else None
+    return None if mean_ns is None else mean_ns * writes["size"]["count"] / 1000
+
+
+def _sndbuf_occupancy(fraction: float) -> Callable[[Scope], float | None]:
+    def compute(scope: Scope) -> float | None:
+        histogram = scope.merged.get("sndbuf_occupancy")
+        return None if not histogram else hist.percentile(histogram, fraction)
+
+    return compute
 
 
 def _scaled(per_connection: Callable[[Scope], float | None]) -> Callable[[Scope], float | None]:
@@ -335,6 +405,108 @@ METRICS = _catalogue(
         SCOPE,
         "99th percentile of the write size.",
         _percentile("writes", "size", 0.99),
+    ),
+    # Streams: connections that only send, judged by their writes rather than by bursts and turns.
+    Metric(
+        "stream",
+        "bool",
+        SCOPE,
+        "Whether the connections only send: bytes written and none read (a bulk sender such as iperf3's "
+        "data connection); its writes make one burst, unfinished while the connection is open.",
+        lambda scope: scope.merged["stream"],
+    ),
+    Metric(
+        "observed_s",
+        "seconds",
+        SCOPE,
+        "Seconds the processes were observed, from the shim's start to the trace (the longest of the scope).",
+        lambda scope: scope.merged["seconds"],
+    ),
+    Metric(
+        "writes.per_second",
+        "count",
+        SCOPE,
+        "Write calls per second observed (writes.calls / observed_s).",
+        _per_second(lambda scope: scope.merged["writes"]["calls"]),
+    ),
+    Metric(
+        "writes.bytes_per_second",
+        "bytes_per_s",
+        SCOPE,
+        "Bytes written per second observed.",
+        _per_second(lambda scope: scope.merged["writes"]["bytes"]),
+    ),
+    Metric(
+        "tcp.segs_per_second",
+        "count",
+        SCOPE,
+        "Data segments sent per second observed.",
+        _per_second(lambda scope: scope.merged["tcp_info"].get("data_segs_out")),
+    ),
+    Metric(
+        "writes.eagain",
+        "count",
+        SCOPE,
+        "Writes refused with EAGAIN (a non-blocking socket's full send buffer); None when the shim's "
+        "failures cannot be told to be writes'.",
+        _eagain,
+    ),
+    Metric(
+        "writes.eagain_share",
+        "fraction",
+        SCOPE,
+        "writes.eagain over writes.calls.",
+        lambda scope: ratio(_eagain(scope), scope.merged["writes"]["calls"]),
+    ),
+    Metric(
+        "writes.partial",
+        "count",
+        SCOPE,
+        "Writes that took fewer bytes than offered (the send buffer filled up); None if the shim does not "
+        "count them.",
+        _partial,
+    ),
+    Metric(
+        "writes.partial_share",
+        "fraction",
+        SCOPE,
+        "writes.partial over writes.calls.",
+        lambda scope: ratio(_partial(scope), scope.merged["writes"]["calls"]),
+    ),
+    Metric(
+        "writes.blocked_us",
+        "us",
+        SCOPE,
+        "Time spent inside write calls, waiting for room in the send buffer when a blocking write blocks.",
+        _blocked_us,
+    ),
+    Metric(
+        "writes.blocked_share",
+        "fraction",
+        SCOPE,
+        "writes.blocked_us over observed_s: the share of the time the program sat in write.",
+        lambda scope: ratio(_blocked_us(scope), None if not scope.merged["seconds"] else scope.merged["seconds"] * 1e6),
+    ),
+    Metric(
+        "sndbuf.occupancy_p50",
+        "bytes",
+        SCOPE,
+        "Median bytes queued in the send buffer when the program wrote; None if the shim does not sample it.",
+        _sndbuf_occupancy(0.5),
+    ),
+    Metric(
+        "sndbuf.occupancy_share",
+        "fraction",
+        SCOPE,
+        "sndbuf.occupancy_p50 over options.sndbuf: near 1, the buffer was full when the program wrote.",
+        lambda scope: ratio(_sndbuf_occupancy(0.5)(scope), scope.merged["options"].get("sndbuf")),
+    ),
+    Metric(
+        "peer.loopback",
+        "bool",
+        SCOPE,
+        "Whether every peer is a loopback address (round trips of microseconds, no path to judge).",
+        lambda scope: scope.merged["loopback"],
     ),
     # Bursts: the writes between two reads, one message of a conversation.
     Metric(
