@@ -221,9 +221,16 @@ def _app_flag(option: str) -> Callable[[Scope], bool | None]:
     return compute
 
 
+def _bursts(scope: Scope) -> int:
+    """Bursts, counting a stream's unfinished one: a connection that only sends and is still open when
+    its trace is written has one burst that no read has ended yet."""
+    count = scope.merged["bursts"]["count"]
+    return count or (scope.merged["connections"] if scope.merged["stream"] else 0)
+
+
 def _burst_mean_bytes(scope: Scope) -> float | None:
     # writes.bytes and bursts.count are exact (a histogram's sum is an estimate for burst sizes).
-    return ratio(scope.merged["writes"]["bytes"], scope.merged["bursts"]["count"])
+    return ratio(scope.merged["writes"]["bytes"], _bursts(scope))
 
 
 def _burst_segments(scope: Scope) -> int | None:
@@ -244,9 +251,10 @@ def _bursts_same_size(scope: Scope) -> bool | None:
 
 
 def _bytes_per_sndbuf(scope: Scope) -> float | None:
-    return ratio(
-        hist.percentile(scope.merged["bursts"]["bytes"], 0.5), scope.merged["options"].get("sndbuf")
-    )
+    median = hist.percentile(scope.merged["bursts"]["bytes"], 0.5)
+    if median is None and scope.merged["stream"]:
+        median = _burst_mean_bytes(scope)  # the unfinished bursts of streams, which no histogram holds yet
+    return ratio(median, scope.merged["options"].get("sndbuf"))
 
 
 def _fixed_buffer_bytes(scope: Scope) -> int | None:
@@ -533,7 +541,8 @@ METRICS = _catalogue(
         "bursts.mean_bytes",
         "bytes",
         SCOPE,
-        "Bytes written per burst, exactly (writes.bytes / bursts.count): the message size when they are alike.",
+        "Bytes written per burst, exactly (writes.bytes / bursts.count, a stream's unfinished burst counted): "
+        "the message size when they are alike.",
         _burst_mean_bytes,
     ),
     Metric(
@@ -568,7 +577,8 @@ METRICS = _catalogue(
         "bursts.bytes_per_sndbuf",
         "ratio",
         SCOPE,
-        "Median burst size over the send buffer (options.sndbuf): above 1, a burst cannot fit.",
+        "Median burst size over the send buffer (options.sndbuf): above 1, a burst cannot fit. A stream's "
+        "unfinished burst counts with the bytes written so far.",
         _bytes_per_sndbuf,
     ),
     # Turns: from the last write of a burst to the first read that brings data back.

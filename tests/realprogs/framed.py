@@ -8,6 +8,15 @@ received on that connection so far.
     framed.py server
         Listens on 127.0.0.1 (a free port), prints "listening PORT", serves
         each connection in a thread until it closes. Exits 0 on SIGINT.
+    framed.py sink
+        Listens as the server does and reads each connection to its end,
+        discarding what it reads, without writing anything.
+    framed.py stream PORT BYTES WRITE_BYTES [--nodelay] [--sndbuf N] [--open]
+        One connection that only sends: BYTES in writes of WRITE_BYTES (each
+        one send() call; a partial send is followed by another for the rest),
+        with TCP_NODELAY and SO_SNDBUF=N if given. Then closes the connection,
+        or with --open exits with it still open (a sender whose stream never
+        finished).
     framed.py header-body PORT REQUESTS BODY_BYTES
         One connection, Nagle on: each request as two writes, the header then
         the body (an HTTP client sending headers then a POST body).
@@ -57,7 +66,13 @@ def serve_connection(conn):
             conn.sendall(b"OK %012d\n" % received)
 
 
-def server():
+def sink_connection(conn):
+    with conn:
+        while conn.recv(65536):
+            pass
+
+
+def server(serve=serve_connection):
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
@@ -66,7 +81,7 @@ def server():
     try:
         while True:
             conn, _ = listener.accept()
-            threading.Thread(target=serve_connection, args=(conn,), daemon=True).start()
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
     except KeyboardInterrupt:
         sys.exit(0)
 
@@ -104,6 +119,23 @@ def header_body(port, requests, body_bytes):
     counts.print()
 
 
+def stream(port, total, write_bytes, options):
+    counts = Counts()
+    conn = socket.socket()
+    if "--nodelay" in options:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if "--sndbuf" in options:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, int(options[options.index("--sndbuf") + 1]))
+    conn.connect(("127.0.0.1", port))
+    chunk = os.urandom(write_bytes)
+    while counts.sent < total:
+        counts.send(conn, chunk[: total - counts.sent])
+    counts.print()
+    if "--open" in options:
+        ctypes.CDLL(None).exit(0)
+    conn.close()
+
+
 def pool(port, connections, rounds, idle):
     counts = Counts()
     conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(connections)]
@@ -125,6 +157,10 @@ def main(argv):
     mode = argv[1]
     if mode == "server":
         server()
+    elif mode == "sink":
+        server(sink_connection)
+    elif mode == "stream":
+        stream(int(argv[2]), int(argv[3]), int(argv[4]), argv[5:])
     elif mode == "header-body":
         header_body(int(argv[2]), int(argv[3]), int(argv[4]))
     elif mode == "pool":

@@ -13,7 +13,7 @@ import pytest
 from findings import (FRAMED, FramedServer, assert_no_alarm_above_info, findings, framed_client, items, observe,
                       report, total, traces_of)
 from harness import free_port, listening
-from testlib import wait_for
+from testlib import start_listening, wait_for
 
 REQUESTS = 30
 BODY = 4000
@@ -147,3 +147,55 @@ def test_server_stopped_by_a_signal_keeps_its_trace(tmp_path, signum):
     assert total(served, "writes", "bytes") == total(fetched, "reads", "bytes")
     assert not any("no TCP call was intercepted" in warning for warning in document["warnings"])
     assert_no_alarm_above_info(document)
+
+
+@pytest.fixture
+def sink(tmp_path):
+    """framed.py sink under the shim, stopped after the test."""
+    servers = []
+
+    def start(shim):
+        proc, port = start_listening([sys.executable, str(FRAMED), "sink"], env=shim.env)
+        servers.append(proc)
+        return proc, port
+
+    yield start
+    for proc in servers:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)
+
+
+def stream_report(tmp_path, sink, options, open_at_exit):
+    """A Python sender streaming to the sink, closing its connection or exiting with it open."""
+    shim = observe(tmp_path)
+    server, port = sink(shim)
+    client = framed_client(shim, "stream", port, *options, *(["--open"] if open_at_exit else []))
+    server.send_signal(signal.SIGINT)
+    server.communicate(timeout=20)
+    document = report(shim.traces)
+    (sent,) = items(document, role="client", pid=client["pid"])
+    assert sent["live"] == open_at_exit
+    assert sent["writes"]["calls"] == client["writes"] and sent["writes"]["bytes"] == client["sent"]
+    assert sent["reads"]["calls"] == 0
+    assert total(items(document, role="server", pid=server.pid), "reads", "bytes") == client["sent"]
+    return document, client
+
+
+OPEN_OR_CLOSED = pytest.mark.parametrize("open_at_exit", [True, False], ids=["open-at-exit", "closed"])
+
+
+@OPEN_OR_CLOSED
+def test_stream_of_small_writes_with_nodelay(tmp_path, sink, open_at_exit):
+    document, client = stream_report(tmp_path, sink, [2_000_000, 128, "--nodelay"], open_at_exit)
+    assert client["writes"] == 2_000_000 // 128
+    (finding,) = findings(document, "small-writes-nodelay")
+    assert finding["scope"]["pids"] == [client["pid"]]
+    assert_no_alarm_above_info(document, expected={"small-writes-nodelay"})
+
+
+@OPEN_OR_CLOSED
+def test_stream_limited_by_a_small_send_buffer(tmp_path, sink, open_at_exit):
+    document, client = stream_report(tmp_path, sink, [2 * 1024 * 1024, 16 * 1024, "--sndbuf", 4096], open_at_exit)
+    (finding,) = findings(document, "sndbuf-limited")
+    assert finding["severity"] == "high" and finding["scope"]["pids"] == [client["pid"]]
+    assert_no_alarm_above_info(document, expected={"sndbuf-limited"})
