@@ -133,9 +133,7 @@ def _scope(report: Report, indexes: list[int]) -> Scope:
     merged["options"] = _agreed([socket["options"] for socket in raw])
     merged["options_set"] = _agreed([socket["options_set"] for socket in raw])
     merged["tcp_info"] = _merged_tcp_info([socket.get("tcp_info", {}) for socket in raw])
-    occupancy = [socket["sndbuf_occupancy"] for socket in raw if socket.get("sndbuf_occupancy")]
-    merged["sndbuf_occupancy"] = hist.merge(occupancy) if occupancy else None
-    merged["seconds"] = max(report.sockets[index]["observed_s"] or 0 for index in indexes) or None
+    merged["seconds"] = _seconds(report, indexes)
     merged["stream"] = all(is_stream(report.raw_sockets[index]) for index in indexes)
     merged["loopback"] = all(_loopback(report.sockets[index]["peer"]["addr"]) for index in indexes)
     role = first["role"]
@@ -149,6 +147,15 @@ def _scope(report: Report, indexes: list[int]) -> Scope:
         sockets=indexes,
         merged=merged,
     )
+
+
+def _seconds(report: Report, indexes: list[int]) -> float | None:
+    """The connections' open time added up (the shim's duration_ns), or without it the longest time a
+    process of the scope was observed."""
+    durations = [report.raw_sockets[index].get("duration_ns") for index in indexes]
+    if all(duration is not None for duration in durations):
+        return sum(durations) / 1e9 or None
+    return max(report.sockets[index]["observed_s"] or 0 for index in indexes) or None
 
 
 def member_scopes(report: Report, scope: Scope) -> list[Scope]:
@@ -195,7 +202,7 @@ def _merged_tcp_info(infos: list[dict]) -> dict:
             )
     # Gauges (segment size, window, rate) do not add up: take the best-sampled entry's.
     representative = max(infos, key=lambda info: info.get("samples", 1))
-    for key in ("snd_mss", "snd_cwnd", "delivery_rate", "notsent_bytes"):
+    for key in ("snd_mss", "snd_cwnd", "delivery_rate", "notsent_bytes", "outq_bytes"):
         if key in representative:
             merged[key] = representative[key]
     return merged
@@ -275,18 +282,15 @@ def _per_second(count: Callable[[Scope], float | None]) -> Callable[[Scope], flo
     return lambda scope: ratio(count(scope), scope.merged["seconds"])
 
 
-def _write_errors(scope: Scope) -> dict | None:
-    """Failed writes by errno: the shim's own table if it keeps one, else the socket's for a stream
-    (which reads nothing, so its failures are its writes'); None when writes cannot be told apart."""
-    writes = scope.merged["writes"]
-    if "errors" in writes:
-        return writes["errors"]
-    return scope.merged["errors"] if scope.merged["stream"] else None
-
-
 def _eagain(scope: Scope) -> int | None:
-    errors = _write_errors(scope)
-    return None if errors is None else errors.get("EAGAIN", 0) + errors.get("EWOULDBLOCK", 0)
+    """Writes refused with EAGAIN: the shim's own count (writes.eagain), else, for a stream, which reads
+    nothing, the socket's EAGAIN failures; None when the failures cannot be told to be writes'."""
+    writes = scope.merged["writes"]
+    if "eagain" in writes:
+        return writes["eagain"]
+    if not scope.merged["stream"]:
+        return None
+    return scope.merged["errors"].get("EAGAIN", 0) + scope.merged["errors"].get("EWOULDBLOCK", 0)
 
 
 def _partial(scope: Scope) -> int | None:
@@ -294,20 +298,12 @@ def _partial(scope: Scope) -> int | None:
 
 
 def _blocked_us(scope: Scope) -> float | None:
-    """Time inside write calls: the shim's total if it keeps one, else the sampled mean times the writes."""
+    """Time inside write calls: the shim's estimate if it gives one, else the sampled mean times the writes."""
     writes = scope.merged["writes"]
-    if "blocked_ns" in writes:
-        return writes["blocked_ns"] / 1000
+    if "syscall_ns_total_est" in writes:
+        return writes["syscall_ns_total_est"] / 1000
     mean_ns = hist.mean(writes["syscall_ns"]) if "syscall_ns" in writes else None
     return None if mean_ns is None else mean_ns * writes["size"]["count"] / 1000
-
-
-def _sndbuf_occupancy(fraction: float) -> Callable[[Scope], float | None]:
-    def compute(scope: Scope) -> float | None:
-        histogram = scope.merged.get("sndbuf_occupancy")
-        return None if not histogram else hist.percentile(histogram, fraction)
-
-    return compute
 
 
 def _scaled(per_connection: Callable[[Scope], float | None]) -> Callable[[Scope], float | None]:
@@ -427,28 +423,29 @@ METRICS = _catalogue(
         "observed_s",
         "seconds",
         SCOPE,
-        "Seconds the processes were observed, from the shim's start to the trace (the longest of the scope).",
+        "Seconds the connections were open, added up (the shim's duration_ns); from traces without it, the "
+        "longest time a process of the scope was observed (its shim's start to its trace).",
         lambda scope: scope.merged["seconds"],
     ),
     Metric(
         "writes.per_second",
         "count",
         SCOPE,
-        "Write calls per second observed (writes.calls / observed_s).",
+        "Write calls per second of connection time (writes.calls / observed_s).",
         _per_second(lambda scope: scope.merged["writes"]["calls"]),
     ),
     Metric(
         "writes.bytes_per_second",
         "bytes_per_s",
         SCOPE,
-        "Bytes written per second observed.",
+        "Bytes written per second of connection time.",
         _per_second(lambda scope: scope.merged["writes"]["bytes"]),
     ),
     Metric(
         "tcp.segs_per_second",
         "count",
         SCOPE,
-        "Data segments sent per second observed.",
+        "Data segments sent per second of connection time.",
         _per_second(lambda scope: scope.merged["tcp_info"].get("data_segs_out")),
     ),
     Metric(
@@ -496,18 +493,19 @@ METRICS = _catalogue(
         lambda scope: ratio(_blocked_us(scope), None if not scope.merged["seconds"] else scope.merged["seconds"] * 1e6),
     ),
     Metric(
-        "sndbuf.occupancy_p50",
+        "tcp.outq_bytes",
         "bytes",
         SCOPE,
-        "Median bytes queued in the send buffer when the program wrote; None if the shim does not sample it.",
-        _sndbuf_occupancy(0.5),
+        "Bytes in the send queue (SIOCOUTQ: unacknowledged or not yet sent) at close or at the snapshot, "
+        "of the best-sampled connection; None if the shim did not read it.",
+        _tcp("outq_bytes"),
     ),
     Metric(
-        "sndbuf.occupancy_share",
+        "tcp.outq_share",
         "fraction",
         SCOPE,
-        "sndbuf.occupancy_p50 over options.sndbuf: near 1, the buffer was full when the program wrote.",
-        lambda scope: ratio(_sndbuf_occupancy(0.5)(scope), scope.merged["options"].get("sndbuf")),
+        "tcp.outq_bytes over options.sndbuf: near 1, the send buffer was full.",
+        lambda scope: ratio(_tcp("outq_bytes")(scope), scope.merged["options"].get("sndbuf")),
     ),
     Metric(
         "peer.loopback",

@@ -20,6 +20,7 @@ manifests in `Report.manifests`, and fills `Report.findings`.
 """
 
 import shlex
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -67,7 +68,7 @@ def build_report(inputs: Inputs) -> Report:
     it) is one item: entries with the same cookie are merged and counted once.
     """
     entries = _once_per_connection(
-        [(trace, socket) for trace in inputs.traces for socket in trace.data["sockets"]]
+        _without_handed_off_copies([(trace, socket) for trace in inputs.traces for socket in trace.data["sockets"]])
     )
     return Report(
         traces=inputs.traces,
@@ -76,6 +77,35 @@ def build_report(inputs: Inputs) -> Report:
         manifests=inputs.manifests,
         warnings=[*inputs.warnings, *report_warnings(inputs)],
     )
+
+
+def _without_handed_off_copies(entries: list[tuple[Trace, dict]]) -> list[tuple[Trace, dict]]:
+    """The entries less a fork parent's unused copies of connections its children served.
+
+    A prefork server accepts a connection, forks, and closes its copy unused (used: false); the
+    child's copy (inherited: true) is the connection. A copy that kept its cookie is matched by it
+    (_once_per_connection); those folded into a group of several have none, and are taken out here,
+    as many as the children's inherited connections no cookie matched.
+    """
+    cookies_of: dict[int, set[int]] = {}
+    for trace, socket in entries:
+        cookies_of.setdefault(trace.data["pid"], set()).add(socket.get("cookie") or 0)
+    unmatched: Counter[int] = Counter()
+    for trace, socket in entries:
+        parent = trace.data["ppid"]
+        if socket.get("inherited") and not (socket.get("cookie") and socket["cookie"] in cookies_of.get(parent, ())):
+            unmatched[parent] += socket["connections"]
+    result = []
+    for trace, socket in entries:
+        pid = trace.data["pid"]
+        if socket.get("used") is False and not socket.get("inherited") and not socket.get("cookie") and unmatched[pid]:
+            handed = min(unmatched[pid], socket["connections"])
+            unmatched[pid] -= handed
+            if handed == socket["connections"]:
+                continue
+            socket = {**socket, "connections": socket["connections"] - handed}
+        result.append((trace, socket))
+    return result
 
 
 def _once_per_connection(entries: list[tuple[Trace, dict]]) -> list[tuple[Trace, dict, list[int]]]:

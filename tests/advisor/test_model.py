@@ -227,3 +227,35 @@ def test_a_command_with_a_slash_runs_as_given_not_from_path(tmp_path, fake_shim,
     # Not on PATH at all: it runs all the same (it failed with 126).
     assert "." not in os.environ["PATH"].split(":")
     assert record(["./prog"], tmp_path / "out", 5.0, warn=lambda _: None)["exit_status"] == 7
+
+
+def test_a_fork_parents_unused_copies_are_not_counted_again(tmp_path):
+    """The shim's prefork shape: the parent's unused copies fold into one group without a cookie, each
+    child holds one inherited connection; a copy that kept its cookie (a group of one) matches its child."""
+    def served(cookie):
+        socket = make_socket(cookie=cookie, inherited=True, used=True, role="server", service_port=5432,
+                             local={"addr": "127.0.0.1", "port": 5432}, peer={"addr": "127.0.0.1", "port": 40000})
+        return socket
+
+    copies = make_socket(kind="group", open=False, connections=3, cookie=0, used=False, inherited=False,
+                         role="server", service_port=5432, local={"addr": "127.0.0.1", "port": 5432},
+                         peer={"addr": "127.0.0.1", "port": 0})
+    lone_copy = {**copies, "connections": 1, "cookie": 103}
+    for socket in (copies, lone_copy):
+        for section in ("writes", "reads"):
+            socket[section] = {**socket[section], "calls": 0, "bytes": 0}
+    children = [make_trace(program="postgres", pid=20 + n, ppid=10, sockets=[served(100 + n)]) for n in range(4)]
+    report = advised(tmp_path, make_trace(program="postgres", pid=10, sockets=[copies, lone_copy]), *children)
+    assert sum(item["connections"] for item in report.sockets) == 4
+    assert sorted(item["pids"] for item in report.sockets) == [[10, 23], [20], [21], [22]]
+
+
+def test_the_shims_own_write_counts_are_evidence(tmp_path):
+    socket = stream_socket(writes=2000, size=65536, nodelay=False, sndbuf=4096)
+    socket["reads"].update(calls=3, bytes=40)  # a conversation: the socket's errors could be its reads'
+    socket["bursts"] = {"count": 2, "writes": make_hist([1000, 1000], unit="count"), "bytes": make_hist([4096, 4096])}
+    socket["writes"].update(eagain=900, syscall_ns_total_est=1e6)
+    report = advised(tmp_path, make_trace(sockets=[socket]))
+    (finding,) = report.findings
+    values = {item["metric"]: item["value"] for item in finding["evidence"]}
+    assert finding["rule"] == "sndbuf-limited" and values["writes.eagain_share"] == 900 / 2000
