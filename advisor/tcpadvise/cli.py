@@ -241,7 +241,8 @@ def report_command(
       sockets   one item per row: program, pid, pids (every process that
                 held the connection: a prefork server's listener and child
                 share one, counted once by its cookie), cookie, live,
-                observed_s, nodelay_set_by (app|policy|null), kind
+                observed_s, nodelay_set_by (app|policy|null), stream
+                (writes only, nothing read), kind
                 (socket|group), connections, open, role, family, local,
                 peer, service_port,
                 options_set (what the program set), options (effective),

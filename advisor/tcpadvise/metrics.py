@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import hist
 from .elfinfo import BinaryInfo, blind_spot
-from .report import Report, merge_sockets
+from .report import Report, is_stream, merge_sockets
 from .traces import Manifest
 from .units import ratio
 
@@ -119,11 +119,6 @@ def _scope_key(item: dict) -> tuple:
     if item["role"] == "client":
         return (item["program"], "client", item["peer"]["addr"], item["peer"]["port"], pattern)
     return (item["program"], item["role"], item["local"]["port"], item["peer"]["addr"], item["peer"]["port"], pattern)
-
-
-def is_stream(socket: dict) -> bool:
-    """Whether a socket (trace entry or report item) only sends: bytes written, none read."""
-    return socket["writes"]["bytes"] > 0 and socket["reads"]["bytes"] == 0
 
 
 def _scope(report: Report, indexes: list[int]) -> Scope:

@@ -152,6 +152,7 @@ def socket_item(trace: Trace, socket: dict, pids: list[int] | None = None) -> di
         "live": socket.get("live", socket["open"]),
         "observed_s": _observed_seconds(trace),
         "nodelay_set_by": nodelay_set_by(socket),
+        "stream": is_stream(socket),
         "kind": socket["kind"],
         "connections": socket["connections"],
         "open": socket["open"],
@@ -165,6 +166,11 @@ def socket_item(trace: Trace, socket: dict, pids: list[int] | None = None) -> di
         **socket_figures(socket),
         "tcp_info": socket.get("tcp_info", {}),
     }
+
+
+def is_stream(socket: dict) -> bool:
+    """Whether a trace socket only sends: bytes written, none read (a write-only stream)."""
+    return socket["writes"]["bytes"] > 0 and socket["reads"]["bytes"] == 0
 
 
 def nodelay_set_by(socket: dict) -> str | None:
