@@ -20,6 +20,7 @@ subject. A finding, as JSON (report-1.schema.json, $defs/finding):
 Findings come in order of severity, then of subject, then of rule.
 """
 
+import json
 from collections.abc import Callable
 
 from .calibration import Calibration, field_unit
@@ -88,6 +89,8 @@ def finding(
     recommendation = choose(data["recommendation"], values)
     seed_effect = text(data["expected_effect"]["text"])
     measured = _measured_effect(data["expected_effect"].get("measured"), calibration, metric_text)
+    # A metric tested in two branches of an `any` that both held is evidence once.
+    evidence = list({(item["metric"], item["op"], json.dumps(item["threshold"])): item for item in evidence}.values())
     tested = {item["metric"] for item in evidence}
     context = [evidence_item(name, values[name]) for name in data.get("show", []) if name not in tested]
     return {

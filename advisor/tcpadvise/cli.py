@@ -215,7 +215,9 @@ def report_command(
     grouped by role, service port and peer), then a total row:
       process       program and pid
       connection    role (client/server/unknown), local -> peer address
-      conns         connections in the row, open or closed
+      conns         connections in the row, open or closed, "stream" if
+                    they only send, the pids of every process that held
+                    the connection if several did
       writes        write calls, bytes, median (p50) write size
       writes/burst  writes between two reads, p50 and p99: many small
                     writes per burst is what Nagle and delayed ACKs punish

@@ -71,8 +71,12 @@ def _identity_cells(item: dict) -> Cells:
     return {
         "process": [item["program"], f"pid {item['pid']}"],
         "connection": [item["role"], _endpoint(item["local"]), f"→ {_endpoint(item['peer'])}"],
-        "conns": [str(item["connections"]), "open" if item["open"] else "closed",
-                  *([f"pids {', '.join(map(str, item['pids']))}"] if len(item["pids"]) > 1 else [])],
+        "conns": [
+            str(item["connections"]),
+            "open" if item["open"] else "closed",
+            *(["stream"] if item["stream"] else []),
+            *([f"pids {', '.join(map(str, item['pids']))}"] if len(item["pids"]) > 1 else []),
+        ],
         "nodelay": [
             format_value(nodelay, "bool"),
             *([f"set by {item['nodelay_set_by']}"] if item["nodelay_set_by"] else []),
