@@ -260,6 +260,10 @@ def _trace_warnings(trace: Trace) -> list[str]:
     data = trace.data
     process = f"{data['program']} (pid {data['pid']})"
     warnings = [f"{process}: shim: {warning}" for warning in data["shim_warnings"]]
+    if data.get("stop_signal"):
+        warnings.append(
+            f"{process}: stopped by SIG{data['stop_signal']}: the shim wrote this trace, then let the signal end it"
+        )
     if not data["final"]:
         warnings.append(
             f"{process}: figures are from a periodic snapshot, not from its exit: "

@@ -259,3 +259,8 @@ def test_the_shims_own_write_counts_are_evidence(tmp_path):
     (finding,) = report.findings
     values = {item["metric"]: item["value"] for item in finding["evidence"]}
     assert finding["rule"] == "sndbuf-limited" and values["writes.eagain_share"] == 900 / 2000
+
+
+def test_a_trace_written_as_a_signal_stopped_the_program_says_so(tmp_path):
+    report = advised(tmp_path, make_trace(stop_signal="TERM"))
+    assert any("stopped by SIGTERM" in warning for warning in report.warnings)

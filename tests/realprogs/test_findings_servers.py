@@ -174,10 +174,11 @@ def test_node_http_server_and_client(shim, tmp_path):
     assert total(fetched, "writes", "calls") == total(served, "writes", "calls") == requests
     assert total(served, "reads", "bytes") == total(fetched, "writes", "bytes")
     assert total(served, "writes", "bytes") == total(fetched, "reads", "bytes")
-    # The kernel's view is read while the socket is open (libuv closes with a raw syscall): Node's http
-    # turns Nagle off on both sides.
+    # Node's http turns Nagle off on both sides. libuv closes with a raw syscall the shim does not see:
+    # the kernel's view of a socket must never be read from whatever the fd became (EBADF, or a file),
+    # so an effective option is the socket's or unknown, never another's.
     for item in served + fetched:
-        assert item["options"].get("nodelay") is True, item["options"]
-        assert item["tcp_info"], item
-    assert not [warning for warning in document["warnings"] if "EBADF" in warning]
+        assert item["options_set"].get("TCP_NODELAY") == 1, item["options_set"]
+        assert item["options"].get("nodelay") in (True, None), item["options"]
+    assert not [warning for warning in document["warnings"] if "EBADF" in warning], document["warnings"]
     assert_no_alarm_above_info(document)
