@@ -48,6 +48,8 @@ _BUFFER_OPTIONS = (("SO_SNDBUF", "sndbuf"), ("SO_RCVBUF", "rcvbuf"))
 # The kernel doubles a buffer size set with setsockopt (for its own bookkeeping).
 _KERNEL_DOUBLES = 2
 _KIB = 1024
+# Bursts at most this many times the smallest are taken as one message size.
+_SAME_SIZE = 1.25
 
 
 @dataclass
@@ -248,8 +250,10 @@ def _last_segment_bytes(scope: Scope) -> float | None:
 
 
 def _bursts_same_size(scope: Scope) -> bool | None:
-    buckets = scope.merged["bursts"]["bytes"]["buckets"]
-    return len(buckets) == 1 if buckets else None
+    # From the histogram's min and max (exact in the shim's fine histograms, bucket bounds in older
+    # traces), whatever its bucket encoding.
+    sizes = scope.merged["bursts"]["bytes"]
+    return sizes["max"] <= sizes["min"] * _SAME_SIZE if sizes["count"] else None
 
 
 def _bytes_per_sndbuf(scope: Scope) -> float | None:
@@ -542,7 +546,7 @@ METRICS = _catalogue(
         "bursts.same_size",
         "bool",
         SCOPE,
-        "Whether every burst fell in one histogram bucket (sizes within an eighth to a quarter of each other).",
+        "Whether every burst is within a quarter of the smallest (the largest at most 1.25 times it).",
         _bursts_same_size,
     ),
     Metric(
