@@ -34,9 +34,11 @@ def findings(document, rule):
 
 
 def assert_no_alarm_above_info(document, expected=()):
-    """No finding above info but those of the rules in `expected`."""
+    """No finding above info but those of the rules in `expected`, and no rtt-variance (info): every
+    case runs on loopback, whose round trips say nothing about a network path."""
     alarms = [f"{f['rule']} ({f['severity']}) on {f['scope']['program']} {f['scope']['role']}: {f['why']}"
-              for f in document["findings"] if f["severity"] != "info" and f["rule"] not in expected]
+              for f in document["findings"]
+              if (f["severity"] != "info" or f["rule"] == "rtt-variance") and f["rule"] not in expected]
     assert not alarms, "\n".join(alarms)
 
 
