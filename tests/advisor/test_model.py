@@ -4,8 +4,10 @@ inputs and commands a user gives."""
 import io
 import json
 import os
+
 import pytest
 from rich.console import Console
+from testlib import invoke
 
 from tcpadvise import schemas
 from tcpadvise.advice import advise
@@ -16,7 +18,6 @@ from tcpadvise.report import REPORT_SCHEMA, build_report
 from tcpadvise.rulebook import load_rulebook
 from tcpadvise.traces import load_inputs
 from tcpadvise.units import format_value
-from testlib import invoke
 
 from .conftest import make_hist, make_socket, make_trace, write_json, write_trace
 

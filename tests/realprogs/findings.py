@@ -80,7 +80,7 @@ class FramedServer:
 def framed_client(shim, *args, timeout=60):
     """Runs a framed.py client mode to its end; its JSON line as a dict."""
     result = subprocess.run([sys.executable, str(FRAMED), *map(str, args)], env=shim.env, capture_output=True,
-                            text=True, timeout=timeout)
+                            text=True, timeout=timeout, check=False)
     assert result.returncode == 0, result.stderr
     assert_clean_stderr(result.stderr)
     return json.loads(result.stdout.splitlines()[0])

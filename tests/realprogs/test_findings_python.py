@@ -9,9 +9,18 @@ import sys
 import time
 
 import pytest
-
-from findings import (FRAMED, FramedServer, assert_no_alarm_above_info, findings, framed_client, items, observe,
-                      report, total, traces_of)
+from findings import (
+    FRAMED,
+    FramedServer,
+    assert_no_alarm_above_info,
+    findings,
+    framed_client,
+    items,
+    observe,
+    report,
+    total,
+    traces_of,
+)
 from harness import free_port, listening
 from testlib import start_listening, wait_for
 
@@ -128,7 +137,7 @@ def test_server_stopped_by_a_signal_keeps_its_trace(tmp_path, signum):
         for _ in range(fetches):
             result = subprocess.run(["curl", "-sS", "--fail", "--noproxy", "*", "-o", "/dev/null",
                                      f"http://127.0.0.1:{port}/index.html"], env=shim.env,
-                                    capture_output=True, text=True, timeout=30)
+                                    capture_output=True, text=True, timeout=30, check=False)
             assert result.returncode == 0, result.stderr
         server.send_signal(signum)
         returncode = server.wait(timeout=20)

@@ -9,14 +9,12 @@ import pwd
 import re
 import shutil
 import signal
-import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
-
 from findings import HERE, assert_no_alarm_above_info, items, observe, report, total
-from harness import ForegroundServer, run_client, skip_unless_installed
+from harness import ForegroundServer, run_client
 from testlib import shim_env, start_listening
 
 NODE_HTTP = HERE / "node_http.js"
