@@ -13,7 +13,7 @@ packages=(
   iproute2 util-linux  # ip, taskset
   python3 python3-pip
   redis-server redis-tools nginx curl wrk  # tests/realprogs: real servers and clients
-  iperf3               # tests/e2e/test_live.py: a stream's control and data connections
+  memcached libmemcached-tools iperf3 postgresql  # tests/realprogs, tests/e2e: real servers and clients
 )
 # tests/faults/test_node.py: Node.js's http server and client (libuv closes
 # sockets with syscall(SYS_close)); Debian's nodejs, unless a node is there.

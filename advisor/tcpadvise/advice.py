@@ -8,7 +8,8 @@ subject. A finding, as JSON (report-1.schema.json, $defs/finding):
     {"rule": "nagle-delayed-ack", "title": "...",
      "severity": "high|medium|low|info", "confidence": "high|medium|low",
      "scope": {"program", "role", "local_port", "peer", "peer_port", "pids",
-               "connections", "sockets" (indexes into the report's sockets), "command"},
+               "connections", "affected_connections" (of those, where the rule held),
+               "sockets" (indexes into the report's sockets), "command"},
      "evidence": [{"metric", "value", "unit", "op", "threshold"}, ...],
      "why": "one sentence",
      "recommendation": {"policy": <what tcpadvise record --policy accepts>, "code": "...", "note": "..."|null},
@@ -19,10 +20,11 @@ subject. A finding, as JSON (report-1.schema.json, $defs/finding):
 Findings come in order of severity, then of subject, then of rule.
 """
 
+import json
 from collections.abc import Callable
 
 from .calibration import Calibration, field_unit
-from .metrics import METRICS, MetricValues, Scope, Subject, subjects_of
+from .metrics import METRICS, MetricValues, Scope, Subject, member_scopes, subjects_of
 from .report import Report
 from .rulebook import SEVERITIES, Rule, Rulebook, choose, evaluate, evidence_item, fill, level
 from .units import format_value
@@ -32,21 +34,43 @@ MEASURED_PREFIX = "measured here: "
 
 
 def advise(report: Report, rulebook: Rulebook, calibration: Calibration | None = None) -> list[dict]:
-    """Every finding of `rulebook` on `report`."""
+    """Every finding of `rulebook` on `report`.
+
+    A rule is judged on each scope as a whole and on each of its socket items alone: a rule
+    that holds on one connection fires even when the others would average it away. The finding
+    shows the values where it held (the whole scope if there, else its first item) and how many
+    of the scope's connections it held on.
+    """
     findings = []
     for subject in subjects_of(report):
         values = MetricValues(subject)
+        members = [MetricValues(member) for member in member_scopes(report, subject)] if isinstance(
+            subject, Scope
+        ) else []
         fired = {}
         for rule in rulebook.rules:
-            if rule.subject == subject.kind:
-                evidence = evaluate(rule.data["when"], values)
-                if evidence is not None:
-                    fired[rule.id] = (rule, evidence)
-        findings.extend(
-            finding(rule, subject, values, evidence, calibration)
-            for rule, evidence in fired.values()
-            if not any(other in fired for other in rule.suppressed_by)
-        )
+            if rule.subject != subject.kind:
+                continue
+            held = [
+                (member, found) for member in members if (found := evaluate(rule.data["when"], member)) is not None
+            ]
+            evidence = evaluate(rule.data["when"], values)
+            if evidence is not None:
+                fired[rule.id] = (rule, values, evidence, held)
+            elif held:
+                fired[rule.id] = (rule, held[0][0], held[0][1], held)
+        for rule, where, evidence, held in fired.values():
+            if any(other in fired for other in rule.suppressed_by):
+                continue
+            item = finding(rule, where.subject, where, evidence, calibration)
+            item["scope"] = scope_json(subject)
+            if isinstance(subject, Scope):
+                # Held on the whole but on no item alone (counts add up): every connection shares it.
+                item["scope"]["affected_connections"] = (
+                    sum(member.subject.merged["connections"] for member, _ in held)
+                    or subject.merged["connections"]
+                )
+            findings.append(item)
     return sorted(findings, key=lambda item: SEVERITIES.index(item["severity"]))
 
 
@@ -65,6 +89,8 @@ def finding(
     recommendation = choose(data["recommendation"], values)
     seed_effect = text(data["expected_effect"]["text"])
     measured = _measured_effect(data["expected_effect"].get("measured"), calibration, metric_text)
+    # A metric tested in two branches of an `any` that both held is evidence once.
+    evidence = list({(item["metric"], item["op"], json.dumps(item["threshold"])): item for item in evidence}.values())
     tested = {item["metric"] for item in evidence}
     context = [evidence_item(name, values[name]) for name in data.get("show", []) if name not in tested]
     return {
@@ -114,6 +140,7 @@ def scope_json(subject: Subject) -> dict:
             "peer_port": subject.peer_port,
             "pids": subject.pids,
             "connections": subject.merged["connections"],
+            "affected_connections": subject.merged["connections"],
             "sockets": subject.sockets,
             "command": None,
         }
@@ -125,6 +152,7 @@ def scope_json(subject: Subject) -> dict:
         "peer_port": None,
         "pids": [subject.manifest.data["pid"]],
         "connections": 0,
+        "affected_connections": 0,
         "sockets": [],
         "command": subject.manifest.data["command"],
     }

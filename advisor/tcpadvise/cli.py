@@ -215,14 +215,16 @@ def report_command(
     grouped by role, service port and peer), then a total row:
       process       program and pid
       connection    role (client/server/unknown), local -> peer address
-      conns         connections in the row, open or closed
+      conns         connections in the row, open or closed, "stream" if
+                    they only send, the pids of every process that held
+                    the connection if several did
       writes        write calls, bytes, median (p50) write size
       writes/burst  writes between two reads, p50 and p99: many small
                     writes per burst is what Nagle and delayed ACKs punish
       turn          from the first write of a request to its reply, p50/p99
       reads         read calls and bytes
       nodelay       TCP_NODELAY as the kernel had it; "set by app" if the
-                    program set it itself
+                    program set it itself, "set by policy" if the shim did
       errors        failed calls by errno
     then warnings: what the traces cannot show (a static or Go binary the
     shim could not see, a snapshot of a process still running...);
@@ -238,8 +240,13 @@ def report_command(
     JSON output (schema tcpadvise.report/1, in the package as
     schemas/report-1.schema.json):
       traces    the trace files read
-      sockets   one item per row: program, pid, kind (socket|group),
-                connections, open, role, family, local, peer, service_port,
+      sockets   one item per row: program, pid, pids (every process that
+                held the connection: a prefork server's listener and child
+                share one, counted once by its cookie), cookie, live,
+                observed_s, nodelay_set_by (app|policy|null), stream
+                (writes only, nothing read), kind
+                (socket|group), connections, open, role, family, local,
+                peer, service_port,
                 options_set (what the program set), options (effective),
                 writes {calls, bytes, by_api, size_p50, size_p99, mean_size,
                 iovcnt_p50, syscall_ns_p50, syscall_ns_p99, gap_ns_p50},
@@ -252,17 +259,21 @@ def report_command(
       findings  one item per rule and scope, most severe first: rule,
                 title, severity (high|medium|low|info), confidence
                 (high|medium|low), scope {program, role, local_port, peer,
-                peer_port, pids, connections, sockets (indexes into
-                sockets), command (for a run, else null)}, evidence [{metric,
+                peer_port, pids, connections, affected_connections (those
+                the rule held on, judged connection by connection too),
+                sockets (indexes into sockets), command (for a run, else
+                null)}, evidence [{metric,
                 value, unit, op, threshold}] (op and threshold null for
                 context), why, recommendation {policy (what record --policy
                 accepts), code, note}, expected_effect, source {seeds,
                 note, seed_effect, calibration}
       warnings  the warnings above, as sentences
 
-    Input that is not a tcpadvise trace, of an unknown version or invalid,
-    a bad rule file or calibration, is an error: one line on stderr, exit
-    status 2.
+    In a directory, a file that is not a tcpadvise document (not JSON, or
+    JSON without a tcpadvise schema, such as a report saved there) is
+    skipped with a warning. A file named on its own that is not a trace, a
+    trace of an unknown version or invalid, a bad rule file or
+    calibration, is an error: one line on stderr, exit status 2.
     """
     rulebook = load_rulebook(rule_files)
     measured = load_calibration(calibration) if calibration is not None else None

@@ -83,7 +83,8 @@ def resolve_command(name: str, search_path: str | None = None) -> Path:
             raise CommandNotFoundError(f"{name}: no such file")
         if candidate.is_dir() or not os.access(candidate, os.X_OK):
             raise CommandNotExecutableError(f"{name}: not an executable file")
-        return candidate
+        # Absolute: Path("./date") is "date", which exec would look up on PATH.
+        return candidate.absolute()
     found = shutil.which(name, path=search_path)
     if found is None:
         raise CommandNotFoundError(f"{name}: command not found on PATH")

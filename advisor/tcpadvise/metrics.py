@@ -18,6 +18,7 @@ tcp_info, sockets that disagree) has the value None, and a condition on it
 never holds.
 """
 
+import ipaddress
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from . import hist
 from .elfinfo import BinaryInfo, blind_spot
-from .report import Report, merge_sockets
+from .report import Report, is_stream, merge_sockets
 from .traces import Manifest
 from .units import ratio
 
@@ -47,6 +48,8 @@ _BUFFER_OPTIONS = (("SO_SNDBUF", "sndbuf"), ("SO_RCVBUF", "rcvbuf"))
 # The kernel doubles a buffer size set with setsockopt (for its own bookkeeping).
 _KERNEL_DOUBLES = 2
 _KIB = 1024
+# Bursts at most this many times the smallest are taken as one message size.
+_SAME_SIZE = 1.25
 
 
 @dataclass
@@ -110,11 +113,14 @@ def _run(report: Report, manifest: Manifest) -> Run:
 
 
 def _scope_key(item: dict) -> tuple:
+    # Streams (writes, no reply) and conversations on the same service are told apart: iperf3's
+    # data connections are not its control connection, and a mean over both would be neither.
+    pattern = "stream" if is_stream(item) else "exchange"
     if item["role"] == "server":
-        return (item["program"], "server", item["local"]["port"])
+        return (item["program"], "server", item["local"]["port"], pattern)
     if item["role"] == "client":
-        return (item["program"], "client", item["peer"]["addr"], item["peer"]["port"])
-    return (item["program"], item["role"], item["local"]["port"], item["peer"]["addr"], item["peer"]["port"])
+        return (item["program"], "client", item["peer"]["addr"], item["peer"]["port"], pattern)
+    return (item["program"], item["role"], item["local"]["port"], item["peer"]["addr"], item["peer"]["port"], pattern)
 
 
 def _scope(report: Report, indexes: list[int]) -> Scope:
@@ -124,6 +130,9 @@ def _scope(report: Report, indexes: list[int]) -> Scope:
     merged["options"] = _agreed([socket["options"] for socket in raw])
     merged["options_set"] = _agreed([socket["options_set"] for socket in raw])
     merged["tcp_info"] = _merged_tcp_info([socket.get("tcp_info", {}) for socket in raw])
+    merged["seconds"] = _seconds(report, indexes)
+    merged["stream"] = all(is_stream(report.raw_sockets[index]) for index in indexes)
+    merged["loopback"] = all(_loopback(report.sockets[index]["peer"]["addr"]) for index in indexes)
     role = first["role"]
     return Scope(
         program=first["program"],
@@ -131,10 +140,36 @@ def _scope(report: Report, indexes: list[int]) -> Scope:
         local_port=first["local"]["port"] if role != "client" else None,
         peer=first["peer"]["addr"] if role != "server" else None,
         peer_port=first["peer"]["port"] if role != "server" else None,
-        pids=sorted({report.sockets[index]["pid"] for index in indexes}),
+        pids=sorted({pid for index in indexes for pid in report.sockets[index]["pids"]}),
         sockets=indexes,
         merged=merged,
     )
+
+
+def _seconds(report: Report, indexes: list[int]) -> float | None:
+    """The connections' open time added up (the shim's duration_ns), or without it the longest time a
+    process of the scope was observed."""
+    durations = [report.raw_sockets[index].get("duration_ns") for index in indexes]
+    if all(duration is not None for duration in durations):
+        return sum(durations) / 1e9 or None
+    return max(report.sockets[index]["observed_s"] or 0 for index in indexes) or None
+
+
+def member_scopes(report: Report, scope: Scope) -> list[Scope]:
+    """Each socket item of a scope as a scope of its own (none for a scope of one item).
+
+    A rule is judged on these too, so that a connection's trouble is not averaged away by the others.
+    """
+    if len(scope.sockets) < 2:
+        return []
+    return [_scope(report, [index]) for index in scope.sockets]
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.removeprefix("::ffff:")).is_loopback
+    except ValueError:
+        return False
 
 
 def _agreed(tables: list[dict]) -> dict:
@@ -164,7 +199,7 @@ def _merged_tcp_info(infos: list[dict]) -> dict:
             )
     # Gauges (segment size, window, rate) do not add up: take the best-sampled entry's.
     representative = max(infos, key=lambda info: info.get("samples", 1))
-    for key in ("snd_mss", "snd_cwnd", "delivery_rate", "notsent_bytes"):
+    for key in ("snd_mss", "snd_cwnd", "delivery_rate", "notsent_bytes", "outq_bytes"):
         if key in representative:
             merged[key] = representative[key]
     return merged
@@ -190,9 +225,16 @@ def _app_flag(option: str) -> Callable[[Scope], bool | None]:
     return compute
 
 
+def _bursts(scope: Scope) -> int:
+    """Bursts, counting a stream's unfinished one: a connection that only sends and is still open when
+    its trace is written has one burst that no read has ended yet."""
+    count = scope.merged["bursts"]["count"]
+    return count or (scope.merged["connections"] if scope.merged["stream"] else 0)
+
+
 def _burst_mean_bytes(scope: Scope) -> float | None:
     # writes.bytes and bursts.count are exact (a histogram's sum is an estimate for burst sizes).
-    return ratio(scope.merged["writes"]["bytes"], scope.merged["bursts"]["count"])
+    return ratio(scope.merged["writes"]["bytes"], _bursts(scope))
 
 
 def _burst_segments(scope: Scope) -> int | None:
@@ -208,14 +250,17 @@ def _last_segment_bytes(scope: Scope) -> float | None:
 
 
 def _bursts_same_size(scope: Scope) -> bool | None:
-    buckets = scope.merged["bursts"]["bytes"]["buckets"]
-    return len(buckets) == 1 if buckets else None
+    # From the histogram's min and max (exact in the shim's fine histograms, bucket bounds in older
+    # traces), whatever its bucket encoding.
+    sizes = scope.merged["bursts"]["bytes"]
+    return sizes["max"] <= sizes["min"] * _SAME_SIZE if sizes["count"] else None
 
 
 def _bytes_per_sndbuf(scope: Scope) -> float | None:
-    return ratio(
-        hist.percentile(scope.merged["bursts"]["bytes"], 0.5), scope.merged["options"].get("sndbuf")
-    )
+    median = hist.percentile(scope.merged["bursts"]["bytes"], 0.5)
+    if median is None and scope.merged["stream"]:
+        median = _burst_mean_bytes(scope)  # the unfinished bursts of streams, which no histogram holds yet
+    return ratio(median, scope.merged["options"].get("sndbuf"))
 
 
 def _fixed_buffer_bytes(scope: Scope) -> int | None:
@@ -230,6 +275,34 @@ def _fixed_buffer_bytes(scope: Scope) -> int | None:
 
 def _fixed_buffer_count(scope: Scope) -> int:
     return sum(option in scope.merged["options_set"] for option, _ in _BUFFER_OPTIONS)
+
+
+def _per_second(count: Callable[[Scope], float | None]) -> Callable[[Scope], float | None]:
+    return lambda scope: ratio(count(scope), scope.merged["seconds"])
+
+
+def _eagain(scope: Scope) -> int | None:
+    """Writes refused with EAGAIN: the shim's own count (writes.eagain), else, for a stream, which reads
+    nothing, the socket's EAGAIN failures; None when the failures cannot be told to be writes'."""
+    writes = scope.merged["writes"]
+    if "eagain" in writes:
+        return writes["eagain"]
+    if not scope.merged["stream"]:
+        return None
+    return scope.merged["errors"].get("EAGAIN", 0) + scope.merged["errors"].get("EWOULDBLOCK", 0)
+
+
+def _partial(scope: Scope) -> int | None:
+    return scope.merged["writes"].get("partial")
+
+
+def _blocked_us(scope: Scope) -> float | None:
+    """Time inside write calls: the shim's estimate if it gives one, else the sampled mean times the writes."""
+    writes = scope.merged["writes"]
+    if "syscall_ns_total_est" in writes:
+        return writes["syscall_ns_total_est"] / 1000
+    mean_ns = hist.mean(writes["syscall_ns"]) if "syscall_ns" in writes else None
+    return None if mean_ns is None else mean_ns * writes["size"]["count"] / 1000
 
 
 def _scaled(per_connection: Callable[[Scope], float | None]) -> Callable[[Scope], float | None]:
@@ -336,6 +409,110 @@ METRICS = _catalogue(
         "99th percentile of the write size.",
         _percentile("writes", "size", 0.99),
     ),
+    # Streams: connections that only send, judged by their writes rather than by bursts and turns.
+    Metric(
+        "stream",
+        "bool",
+        SCOPE,
+        "Whether the connections only send: bytes written and none read (a bulk sender such as iperf3's "
+        "data connection); its writes make one burst, unfinished while the connection is open.",
+        lambda scope: scope.merged["stream"],
+    ),
+    Metric(
+        "observed_s",
+        "seconds",
+        SCOPE,
+        "Seconds the connections were open, added up (the shim's duration_ns); from traces without it, the "
+        "longest time a process of the scope was observed (its shim's start to its trace).",
+        lambda scope: scope.merged["seconds"],
+    ),
+    Metric(
+        "writes.per_second",
+        "count",
+        SCOPE,
+        "Write calls per second of connection time (writes.calls / observed_s).",
+        _per_second(lambda scope: scope.merged["writes"]["calls"]),
+    ),
+    Metric(
+        "writes.bytes_per_second",
+        "bytes_per_s",
+        SCOPE,
+        "Bytes written per second of connection time.",
+        _per_second(lambda scope: scope.merged["writes"]["bytes"]),
+    ),
+    Metric(
+        "tcp.segs_per_second",
+        "count",
+        SCOPE,
+        "Data segments sent per second of connection time.",
+        _per_second(lambda scope: scope.merged["tcp_info"].get("data_segs_out")),
+    ),
+    Metric(
+        "writes.eagain",
+        "count",
+        SCOPE,
+        "Writes refused with EAGAIN (a non-blocking socket's full send buffer); None when the shim's "
+        "failures cannot be told to be writes'.",
+        _eagain,
+    ),
+    Metric(
+        "writes.eagain_share",
+        "fraction",
+        SCOPE,
+        "writes.eagain over writes.calls.",
+        lambda scope: ratio(_eagain(scope), scope.merged["writes"]["calls"]),
+    ),
+    Metric(
+        "writes.partial",
+        "count",
+        SCOPE,
+        "Writes that took fewer bytes than offered (the send buffer filled up); None if the shim does not "
+        "count them.",
+        _partial,
+    ),
+    Metric(
+        "writes.partial_share",
+        "fraction",
+        SCOPE,
+        "writes.partial over writes.calls.",
+        lambda scope: ratio(_partial(scope), scope.merged["writes"]["calls"]),
+    ),
+    Metric(
+        "writes.blocked_us",
+        "us",
+        SCOPE,
+        "Time spent inside write calls, waiting for room in the send buffer when a blocking write blocks.",
+        _blocked_us,
+    ),
+    Metric(
+        "writes.blocked_share",
+        "fraction",
+        SCOPE,
+        "writes.blocked_us over observed_s: the share of the time the program sat in write.",
+        lambda scope: ratio(_blocked_us(scope), None if not scope.merged["seconds"] else scope.merged["seconds"] * 1e6),
+    ),
+    Metric(
+        "tcp.outq_bytes",
+        "bytes",
+        SCOPE,
+        "Bytes in the send queue (SIOCOUTQ: unacknowledged or not yet sent) at close or at the snapshot, "
+        "of the best-sampled connection; None if the shim did not read it.",
+        _tcp("outq_bytes"),
+    ),
+    Metric(
+        "tcp.outq_share",
+        "fraction",
+        SCOPE,
+        "tcp.outq_bytes over options.sndbuf: near 1, the send buffer was full.",
+        lambda scope: ratio(_tcp("outq_bytes")(scope), scope.merged["options"].get("sndbuf")),
+    ),
+    Metric(
+        "peer.loopback",
+        "bool",
+        SCOPE,
+        "Whether every peer is a loopback address (round trips of microseconds, no path to judge).",
+        lambda scope: scope.merged["loopback"],
+    ),
     # Bursts: the writes between two reads, one message of a conversation.
     Metric(
         "bursts.count",
@@ -361,14 +538,15 @@ METRICS = _catalogue(
         "bursts.mean_bytes",
         "bytes",
         SCOPE,
-        "Bytes written per burst, exactly (writes.bytes / bursts.count): the message size when they are alike.",
+        "Bytes written per burst, exactly (writes.bytes / bursts.count, a stream's unfinished burst counted): "
+        "the message size when they are alike.",
         _burst_mean_bytes,
     ),
     Metric(
         "bursts.same_size",
         "bool",
         SCOPE,
-        "Whether every burst fell in one histogram bucket (sizes within an eighth to a quarter of each other).",
+        "Whether every burst is within a quarter of the smallest (the largest at most 1.25 times it).",
         _bursts_same_size,
     ),
     Metric(
@@ -396,7 +574,8 @@ METRICS = _catalogue(
         "bursts.bytes_per_sndbuf",
         "ratio",
         SCOPE,
-        "Median burst size over the send buffer (options.sndbuf): above 1, a burst cannot fit.",
+        "Median burst size over the send buffer (options.sndbuf): above 1, a burst cannot fit. A stream's "
+        "unfinished burst counts with the bytes written so far.",
         _bytes_per_sndbuf,
     ),
     # Turns: from the first write after a reply to the first read that brings data back.

@@ -71,10 +71,15 @@ def _identity_cells(item: dict) -> Cells:
     return {
         "process": [item["program"], f"pid {item['pid']}"],
         "connection": [item["role"], _endpoint(item["local"]), f"→ {_endpoint(item['peer'])}"],
-        "conns": [str(item["connections"]), "open" if item["open"] else "closed"],
+        "conns": [
+            str(item["connections"]),
+            "open" if item["open"] else "closed",
+            *(["stream"] if item["stream"] else []),
+            *([f"pids {', '.join(map(str, item['pids']))}"] if len(item["pids"]) > 1 else []),
+        ],
         "nodelay": [
             format_value(nodelay, "bool"),
-            *(["set by app"] if "TCP_NODELAY" in item["options_set"] else []),
+            *([f"set by {item['nodelay_set_by']}"] if item["nodelay_set_by"] else []),
         ],
     }
 
@@ -185,6 +190,9 @@ def _scope_text(scope: dict) -> str:
     else:
         where = f"{scope['role']} → {_endpoint({'addr': scope['peer'], 'port': scope['peer_port']})}"
     connections = f"{scope['connections']} connection{'' if scope['connections'] == 1 else 's'}"
+    affected = scope.get("affected_connections", scope["connections"])
+    if affected != scope["connections"]:
+        connections += f", {affected} of them with this finding"
     return f"{scope['program']} {where} (pid {pids}, {connections})"
 
 
@@ -227,7 +235,7 @@ def render_ab_text(report: dict, console: Console) -> None:
         table.add_row(
             arm["name"], str(arm["connections"]), str(arm["live_connections"]), str(arm["turns"]),
             *(format_duration_us(arm[key]) for key in ("turn_p50_us", "turn_p90_us", "turn_p99_us")),
-            format_bytes(throughput),
+            format_value(throughput, "bytes_per_s"),
             str(arm["errors"]),
             *(["stopped: " + "; ".join(arm["stop_reasons"]) if arm["stopped"] else "-"] if stopped else []),
         )

@@ -20,6 +20,7 @@ manifests in `Report.manifests`, and fills `Report.findings`.
 """
 
 import shlex
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -61,22 +62,97 @@ class Report:
 
 
 def build_report(inputs: Inputs) -> Report:
-    """The report on every socket of every trace in `inputs`, in trace order."""
-    entries = [(trace, socket) for trace in inputs.traces for socket in trace.data["sockets"]]
+    """The report on every socket of every trace in `inputs`, in trace order.
+
+    A connection seen by several processes (a prefork server's listener and the child serving
+    it) is one item: entries with the same cookie are merged and counted once.
+    """
+    entries = _once_per_connection(
+        _without_handed_off_copies([(trace, socket) for trace in inputs.traces for socket in trace.data["sockets"]])
+    )
     return Report(
         traces=inputs.traces,
-        sockets=[socket_item(trace, socket) for trace, socket in entries],
-        raw_sockets=[socket for _, socket in entries],
+        sockets=[socket_item(trace, socket, pids) for trace, socket, pids in entries],
+        raw_sockets=[socket for _, socket, _ in entries],
         manifests=inputs.manifests,
-        warnings=report_warnings(inputs),
+        warnings=[*inputs.warnings, *report_warnings(inputs)],
     )
 
 
-def socket_item(trace: Trace, socket: dict) -> dict:
-    """The report's summary of one socket (or group) of a trace."""
+def _without_handed_off_copies(entries: list[tuple[Trace, dict]]) -> list[tuple[Trace, dict]]:
+    """The entries less a fork parent's unused copies of connections its children served.
+
+    A prefork server accepts a connection, forks, and closes its copy unused (used: false); the
+    child's copy (inherited: true) is the connection. A copy that kept its cookie is matched by it
+    (_once_per_connection); those folded into a group of several have none, and are taken out here,
+    as many as the children's inherited connections no cookie matched.
+    """
+    cookies_of: dict[int, set[int]] = {}
+    for trace, socket in entries:
+        cookies_of.setdefault(trace.data["pid"], set()).add(socket.get("cookie") or 0)
+    unmatched: Counter[int] = Counter()
+    for trace, socket in entries:
+        parent = trace.data["ppid"]
+        if socket.get("inherited") and not (socket.get("cookie") and socket["cookie"] in cookies_of.get(parent, ())):
+            unmatched[parent] += socket["connections"]
+    result = []
+    for trace, socket in entries:
+        pid = trace.data["pid"]
+        if socket.get("used") is False and not socket.get("inherited") and not socket.get("cookie") and unmatched[pid]:
+            handed = min(unmatched[pid], socket["connections"])
+            unmatched[pid] -= handed
+            if handed == socket["connections"]:
+                continue
+            socket = {**socket, "connections": socket["connections"] - handed}
+        result.append((trace, socket))
+    return result
+
+
+def _once_per_connection(entries: list[tuple[Trace, dict]]) -> list[tuple[Trace, dict, list[int]]]:
+    """The entries with those of one cookie (SO_COOKIE: one kernel socket) merged, each with its pids.
+
+    The merged entry keeps the identity, options and tcp_info of the process that did the most
+    with the connection (the child serving it, not the listener that accepted it); its counts are
+    the sum of every process's.
+    """
+    by_cookie: dict[int, list[tuple[Trace, dict]]] = {}
+    for trace, socket in entries:
+        cookie = socket.get("cookie")
+        if isinstance(cookie, int) and cookie:
+            by_cookie.setdefault(cookie, []).append((trace, socket))
+    merged_at: dict[int, int] = {}
+    result: list[tuple[Trace, dict, list[int]]] = []
+    for trace, socket in entries:
+        cookie = socket.get("cookie")
+        same = by_cookie.get(cookie) if isinstance(cookie, int) and cookie else None
+        if not same or len(same) == 1:
+            result.append((trace, socket, [trace.data["pid"]]))
+            continue
+        if cookie in merged_at:
+            continue
+        merged_at[cookie] = len(result)
+        main_trace, main = max(same, key=lambda pair: _activity(pair[1]))
+        combined = {**main, **merge_sockets(other for _, other in same), "connections": main["connections"]}
+        pids = sorted({other_trace.data["pid"] for other_trace, _ in same})
+        result.append((main_trace, combined, pids))
+    return result
+
+
+def _activity(socket: dict) -> int:
+    return socket["writes"]["calls"] + socket["reads"]["calls"]
+
+
+def socket_item(trace: Trace, socket: dict, pids: list[int] | None = None) -> dict:
+    """The report's summary of one socket (or group) of a trace; `pids`: every process that held it."""
     return {
         "program": trace.data["program"],
         "pid": trace.data["pid"],
+        "pids": pids or [trace.data["pid"]],
+        "cookie": socket.get("cookie"),
+        "live": socket.get("live", socket["open"]),
+        "observed_s": _observed_seconds(trace),
+        "nodelay_set_by": nodelay_set_by(socket),
+        "stream": is_stream(socket),
         "kind": socket["kind"],
         "connections": socket["connections"],
         "open": socket["open"],
@@ -92,6 +168,26 @@ def socket_item(trace: Trace, socket: dict) -> dict:
     }
 
 
+def is_stream(socket: dict) -> bool:
+    """Whether a trace socket only sends: bytes written, none read (a write-only stream)."""
+    return socket["writes"]["bytes"] > 0 and socket["reads"]["bytes"] == 0
+
+
+def nodelay_set_by(socket: dict) -> str | None:
+    """Who turned TCP_NODELAY on: "app" (the program's setsockopt), "policy" (the shim's), or None."""
+    if socket["options_set"].get("TCP_NODELAY"):
+        return "app"
+    if socket.get("policy", {}).get("settings", {}).get("nodelay") and socket["options"].get("nodelay"):
+        return "policy"
+    return None
+
+
+def _observed_seconds(trace: Trace) -> float | None:
+    """Seconds from the shim's start in the process to the writing of its trace."""
+    span = trace.data["written_unix_ns"] - trace.data["start_unix_ns"]
+    return span / 1e9 if span > 0 else None
+
+
 def socket_figures(socket: dict) -> dict:
     """Counts and percentiles of a trace socket's writes, bursts, turns, reads and errors."""
     writes, bursts, turns, reads = socket["writes"], socket["bursts"], socket["turns"], socket["reads"]
@@ -102,7 +198,7 @@ def socket_figures(socket: dict) -> dict:
             "by_api": writes["by_api"],
             "size_p50": _percentile(writes["size"], 0.5),
             "size_p99": _percentile(writes["size"], 0.99),
-            "mean_size": _rounded(hist.mean(writes["size"])),
+            "mean_size": hist.mean(writes["size"]),
             "iovcnt_p50": _percentile(writes["iovcnt"], 0.5),
             "syscall_ns_p50": _percentile(writes["syscall_ns"], 0.5),
             "syscall_ns_p99": _percentile(writes["syscall_ns"], 0.99),
@@ -179,6 +275,10 @@ def _trace_warnings(trace: Trace) -> list[str]:
             f"{process}: bytes a policy held could not be delivered ({listed}); EBADF: the program closed "
             "the socket where the shim could not see it"
         )
+    if data.get("stop_signal"):
+        warnings.append(
+            f"{process}: stopped by SIG{data['stop_signal']}: the shim wrote this trace, then let the signal end it"
+        )
     if not data["final"]:
         warnings.append(
             f"{process}: figures are from a periodic snapshot, not from its exit: "
@@ -212,8 +312,4 @@ def _merge_values(values: list):
 
 
 def _percentile(histogram: dict, fraction: float) -> float | None:
-    return _rounded(hist.percentile(histogram, fraction))
-
-
-def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
+    return hist.percentile(histogram, fraction)

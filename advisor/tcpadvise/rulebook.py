@@ -334,7 +334,7 @@ def evidence_item(metric: str, value, op: str | None = None, threshold=None) -> 
     """One line of evidence: a metric's value, and the comparison it passed (None for context)."""
     return {
         "metric": metric,
-        "value": round(value, 3) if isinstance(value, float) else value,
+        "value": value,
         "unit": METRICS[metric].unit,
         "op": op,
         "threshold": threshold,

@@ -67,12 +67,31 @@ class Inputs:
     traces: list[Trace] = field(default_factory=list)
     manifests: list[Manifest] = field(default_factory=list)
     stale: list[Trace] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def load_inputs(paths: Iterable[Path]) -> Inputs:
-    """Load and validate every trace and manifest in `paths` (files or directories)."""
-    documents = [load_file(path) for path in input_files(paths)]
-    inputs = Inputs(manifests=[document for document in documents if isinstance(document, Manifest)])
+    """Load and validate every trace and manifest in `paths` (files or directories).
+
+    A file found in a directory that is not a tcpadvise document at all (not JSON, or JSON without
+    a tcpadvise schema, such as a report saved beside the traces) is skipped with a warning; a
+    file named on its own must be one.
+    """
+    paths = list(paths)
+    named = {path.resolve() for path in paths if not path.is_dir()}
+    documents, warnings = [], []
+    for path in input_files(paths):
+        try:
+            documents.append(load_file(path))
+        except (NotJsonError, NotATraceError) as error:
+            if path.resolve() in named:
+                raise
+            warnings.append(f"skipped {path}: {str(error).removeprefix(f'{path}: ')}")
+    if not documents:
+        raise NoTracesError(f"no trace among the files given ({len(warnings)} skipped: {'; '.join(warnings)})")
+    inputs = Inputs(
+        manifests=[document for document in documents if isinstance(document, Manifest)], warnings=warnings
+    )
     for trace in (document for document in documents if isinstance(document, Trace)):
         predates_its_run = any(_predates(trace, manifest) for manifest in inputs.manifests)
         (inputs.stale if predates_its_run else inputs.traces).append(trace)

@@ -8,9 +8,11 @@ import math
 from collections.abc import Callable
 
 # The units a metric or a calibration field can have.
-UNITS = ("bytes", "us", "count", "ratio", "fraction", "bool", "text", "mbit_s")
+UNITS = ("bytes", "us", "count", "ratio", "fraction", "bool", "text", "mbit_s", "seconds", "bytes_per_s")
 # Units whose values are numbers that can be ordered and compared with thresholds.
-NUMERIC_UNITS = frozenset({"bytes", "us", "count", "ratio", "fraction", "mbit_s"})
+NUMERIC_UNITS = frozenset({"bytes", "us", "count", "ratio", "fraction", "mbit_s", "seconds", "bytes_per_s"})
+# Significant digits a number shows in text (never in scientific notation).
+_SIGNIFICANT = 3
 DASH = "-"
 _EXACT_BYTES_BELOW = 64 * 1024
 # (below this many µs, unit, decimals, microseconds in that unit)
@@ -32,16 +34,31 @@ def format_value(value, unit: str) -> str:
     if unit == "us":
         return format_duration_us(value)
     if unit == "fraction":
-        return f"{value * 100:.0f}%" if value >= 0.01 or value == 0 else f"{value * 100:.2g}%"
+        return f"{value * 100:.0f}%" if value >= 0.01 or value == 0 else f"{_plain(value * 100, 2)}%"
     if unit == "bool":
         return "on" if value else "off"
     if unit == "ratio":
-        return f"{value:.3g}"
+        return _plain(value)
     if unit == "mbit_s":
-        return f"{value:g} Mbit/s"
+        return f"{_plain(value)} Mbit/s"
+    if unit == "bytes_per_s":
+        return f"{format_bytes(value)}/s"
+    if unit == "seconds":
+        return format_duration_us(value * 1_000_000)
     if unit == "count":
         return format_number(value)
     return str(value)
+
+
+def _plain(value: float, significant: int = _SIGNIFICANT) -> str:
+    """`value` to `significant` digits in positional notation: 0.000123, 3110000, never 3.11e+06."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, significant - 1 - math.floor(math.log10(abs(value))))
+    rounded = round(value, decimals)
+    if decimals == 0:
+        return f"{rounded:.0f}"
+    return f"{rounded:.{decimals}f}".rstrip("0").rstrip(".")
 
 
 def format_bytes(count: float | None) -> str:
@@ -75,7 +92,10 @@ def _duration_unit(microseconds: float) -> tuple[str, int, Callable[[float], flo
 def format_number(value: float | None) -> str:
     if value is None:
         return DASH
-    return f"{value:g}" if isinstance(value, float) and not value.is_integer() else f"{int(value)}"
+    if isinstance(value, float) and not value.is_integer():
+        # Large counts in full (3114270, not 3.11427e+06); small fractional ones to 3 digits.
+        return f"{value:.0f}" if abs(value) >= 10**_SIGNIFICANT else _plain(value)
+    return f"{int(value)}"
 
 
 def ns_to_us(nanoseconds: float | None) -> float | None:

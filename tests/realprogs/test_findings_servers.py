@@ -1,0 +1,182 @@
+"""Real servers and their load generators recorded without a policy, as a user
+would record them: redis + redis-benchmark, nginx + wrk, memcached + memcslap,
+PostgreSQL + pgbench (a prefork server) and a Node.js HTTP server and client.
+Each case checks counts against what the programs say they did, and that the
+report raises no alarm above info on these well-tuned programs."""
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+from findings import HERE, assert_no_alarm_above_info, items, observe, report, total
+from harness import ForegroundServer, run_client
+from testlib import shim_env, start_listening
+
+NODE_HTTP = HERE / "node_http.js"
+
+
+def skip_unless(*programs):
+    search_path = f"{os.environ.get('PATH', '')}:/usr/sbin"
+    missing = [program for program in programs if shutil.which(program, path=search_path) is None]
+    if missing:
+        pytest.skip(f"not installed: {' '.join(missing)} (scripts/install-deps.sh installs them)")
+
+
+@pytest.fixture
+def shim(tmp_path):
+    """Every process of these tests runs under the shim without a policy (conftest's `shim` runs each
+    test under every policy; findings are about programs as they are)."""
+    return observe(tmp_path)
+
+
+def test_redis_benchmark(start_server, shim):
+    skip_unless("redis-server", "redis-benchmark")
+    requests, clients = 2000, 4
+    redis = start_server("redis-server.sh")
+    result = run_client(["redis-benchmark", "-h", "127.0.0.1", "-p", str(redis.port), "-q", "-n", str(requests),
+                         "-c", str(clients), "-t", "set,get"], shim, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    redis.stop()
+    document = report(shim.traces)
+    benchmark = items(document, program="redis-benchmark", role="client")
+    served = items(document, program="redis-server", role="server")
+    # One connection per client per test, and one more redis-benchmark opens first to read the config:
+    # every other write is one command of the two tests.
+    connections = total(benchmark, "connections")
+    extra = connections - 2 * clients
+    assert extra in (0, 1, 2), connections
+    assert total(benchmark, "writes", "calls") == 2 * requests + extra
+    # One reply write per command, every byte of each side read by the other.
+    assert total(served, "writes", "calls") == total(benchmark, "writes", "calls")
+    assert total(served, "reads", "bytes") == total(benchmark, "writes", "bytes")
+    assert total(served, "writes", "bytes") == total(benchmark, "reads", "bytes")
+    assert total(served, "connections") == connections
+    assert_no_alarm_above_info(document)
+
+
+def test_nginx_wrk(start_server, shim, tmp_path):
+    skip_unless("nginx", "wrk")
+    docroot = tmp_path / "docroot"
+    docroot.mkdir()
+    (docroot / "index.html").write_bytes(b"w" * 4096)
+    nginx = start_server("nginx.sh", docroot, log_name="error.log", bad_log_line=r"\[(error|crit|alert|emerg)\]")
+    result = run_client(["wrk", "-t1", "-c4", "-d1s", f"http://127.0.0.1:{nginx.port}/index.html"], shim,
+                        timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Socket errors" not in result.stdout and "Non-2xx" not in result.stdout, result.stdout
+    completed = int(re.search(r"(\d+) requests in", result.stdout).group(1))
+    nginx.stop()
+    document = report(shim.traces)
+    wrk = items(document, program="wrk", role="client")
+    served = [item for item in items(document, role="server") if item["program"] == "nginx"]
+    # nginx closes a keep-alive connection after 1000 requests (keepalive_requests) and wrk opens another.
+    connections = total(wrk, "connections")
+    assert connections == total(served, "connections") and connections >= 4
+    # wrk counts the responses it read whole; one request a connection may still be in flight at its end.
+    assert completed <= total(wrk, "writes", "calls") <= completed + connections
+    assert total(served, "reads", "bytes") == total(wrk, "writes", "bytes")
+    assert total(served, "writes", "bytes") >= total(wrk, "reads", "bytes") >= completed * 4096
+    assert_no_alarm_above_info(document)
+
+
+def test_memcached_memcslap(start_server, shim):
+    skip_unless("memcached", "memcslap")
+    executions, concurrency = 1000, 2
+    memcached = start_server("memcached.sh")
+    result = run_client(["memcslap", f"--servers=127.0.0.1:{memcached.port}", "--test=set",
+                         f"--concurrency={concurrency}", f"--execute-number={executions}"], shim, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    memcached.stop()
+    document = report(shim.traces)
+    slap = items(document, program="memcslap", role="client")
+    served = items(document, program="memcached", role="server")
+    assert total(slap, "connections") == total(served, "connections") == concurrency
+    # Every set is one request and one reply ("STORED\r\n").
+    assert total(served, "reads", "bytes") == total(slap, "writes", "bytes")
+    assert total(served, "writes", "bytes") == total(slap, "reads", "bytes") == concurrency * executions * 8
+    assert_no_alarm_above_info(document)
+
+
+@pytest.fixture
+def postgres_dir():
+    """A directory the postgres user owns, outside pytest's private tmp (which it cannot enter)."""
+    skip_unless("pgbench")
+    if not list(Path("/usr/lib/postgresql").glob("*/bin/postgres")) and shutil.which("postgres") is None:
+        pytest.skip("not installed: postgresql (scripts/install-deps.sh installs it)")
+    if os.geteuid() == 0:
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("no 'postgres' user to run PostgreSQL as (root cannot): install Debian's postgresql")
+    directory = Path(tempfile.mkdtemp(prefix="tcpadvise-pg-"))
+    (directory / "traces").mkdir()
+    if os.geteuid() == 0:
+        for path in (directory, directory / "traces"):
+            os.chown(path, owner.pw_uid, owner.pw_gid)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_pgbench_prefork_counts_each_connection_once(shim, postgres_dir):
+    """The postmaster accepts each connection and a forked backend serves it: both processes hold the
+    socket, and the report must count it once."""
+    clients, transactions = 2, 100
+    server_shim = type(shim)(shim_env(postgres_dir / "traces"), postgres_dir / "traces")
+    postgres = ForegroundServer("postgres.sh", [], server_shim, postgres_dir / "server")
+    try:
+        init = run_client(["pgbench", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres", "-i", "-s", "1",
+                           "-q", "postgres"], shim, timeout=120)
+        assert init.returncode == 0, init.stdout + init.stderr
+        result = run_client(["pgbench", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres", "-S",
+                             "-c", str(clients), "-t", str(transactions), "postgres"], shim, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        processed = int(re.search(r"number of transactions actually processed: (\d+)", result.stdout).group(1))
+        assert processed == clients * transactions
+    finally:
+        postgres.stop()
+    document = report(shim.traces, server_shim.traces)
+    bench = items(document, program="pgbench", role="client")
+    served = [item for item in items(document, role="server") if item["program"] in ("postgres", "postmaster")]
+    assert total(bench, "connections") >= clients + 1
+    assert total(served, "connections") == total(bench, "connections")
+    assert total(served, "reads", "bytes") == total(bench, "writes", "bytes")
+    assert total(served, "writes", "bytes") == total(bench, "reads", "bytes")
+    assert_no_alarm_above_info(document)
+
+
+def test_node_http_server_and_client(shim, tmp_path):
+    skip_unless("node")
+    requests = 200
+    server, port = start_listening(["node", str(NODE_HTTP), "server", str(tmp_path / "access.log")], env=shim.env)
+    try:
+        result = run_client(["node", str(NODE_HTTP), "client", str(port), str(requests)], shim, timeout=60)
+        assert result.returncode == 0, result.stderr
+        client = json.loads(result.stdout)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=20) == 0
+    finally:
+        server.kill()
+        server.communicate(timeout=10)
+    assert client["requests"] == requests and client["received"] == 2000 * requests
+    assert len((tmp_path / "access.log").read_text().splitlines()) == requests
+    document = report(shim.traces)
+    served = items(document, program="node", role="server")
+    fetched = items(document, program="node", role="client")
+    assert total(served, "connections") == total(fetched, "connections") == 1
+    # One write a request and one a response: the server's log-file writes are no TCP writes.
+    assert total(fetched, "writes", "calls") == total(served, "writes", "calls") == requests
+    assert total(served, "reads", "bytes") == total(fetched, "writes", "bytes")
+    assert total(served, "writes", "bytes") == total(fetched, "reads", "bytes")
+    # Node's http turns Nagle off on both sides. libuv closes with a raw syscall the shim does not see:
+    # the kernel's view of a socket must never be read from whatever the fd became (EBADF, or a file),
+    # so an effective option is the socket's or unknown, never another's.
+    for item in served + fetched:
+        assert item["options_set"].get("TCP_NODELAY") == 1, item["options_set"]
+        assert item["options"].get("nodelay") in (True, None), item["options"]
+    assert not [warning for warning in document["warnings"] if "EBADF" in warning], document["warnings"]
+    assert_no_alarm_above_info(document)
