@@ -1,5 +1,6 @@
 #include "socket_table.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -179,9 +180,17 @@ void SocketTable::FoldIntoGroup(SocketState* closed) {
   overflow_group_->MergeFrom(*closed);
 }
 
+void SocketTable::LetWaitersIn() {
+  if (waiting_.load(std::memory_order_relaxed) == 0) return;
+  pthread_mutex_unlock(&mutex_);
+  for (int i = 0; i < 1000 && waiting_.load(std::memory_order_relaxed) != 0; ++i) sched_yield();
+  pthread_mutex_lock(&mutex_);
+}
+
 void SocketTable::ResetInChild() {
   // The fork happened under Lock (BeforeFork): the child starts unlocked.
   pthread_mutex_init(&mutex_, nullptr);
+  waiting_.store(0, std::memory_order_relaxed);
   t_shim_depth = 0;
   const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed) + 1;
   for (unsigned fd = 0; fd < end && slots_ != nullptr; ++fd) {
