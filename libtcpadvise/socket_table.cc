@@ -181,9 +181,12 @@ void SocketTable::FoldIntoGroup(SocketState* closed) {
 }
 
 void SocketTable::LetWaitersIn() {
-  if (waiting_.load(std::memory_order_relaxed) == 0) return;
+  const int waiting = waiting_.load(std::memory_order_relaxed);
+  if (waiting == 0) return;
+  // Those waiting now, not those that come while they have their turn.
+  const uint64_t served = acquired_.load(std::memory_order_relaxed) + static_cast<uint64_t>(waiting);
   pthread_mutex_unlock(&mutex_);
-  for (int i = 0; i < 1000 && waiting_.load(std::memory_order_relaxed) != 0; ++i) sched_yield();
+  for (int i = 0; i < 1000 && acquired_.load(std::memory_order_relaxed) < served; ++i) sched_yield();
   pthread_mutex_lock(&mutex_);
 }
 

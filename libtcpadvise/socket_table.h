@@ -83,6 +83,7 @@ class SocketTable {
     waiting_.fetch_add(1, std::memory_order_relaxed);
     pthread_mutex_lock(&mutex_);
     waiting_.fetch_sub(1, std::memory_order_relaxed);
+    acquired_.fetch_add(1, std::memory_order_relaxed);
   }
   void Unlock() {
     pthread_mutex_unlock(&mutex_);
@@ -90,8 +91,8 @@ class SocketTable {
   }
 
   // SocketTable::LetWaitersIn, called with the mutex held, lets the threads
-  // waiting for it take it in turn (at most about a millisecond), then takes
-  // it back; free when none waits. A long holder (a snapshot of thousands of
+  // waiting for it then take it in turn (waiting at most about a thousand
+  // yields), then takes it back; free when none waits. A long holder (a snapshot of thousands of
   // sockets) calls it between pieces of work: a mutex released and retaken
   // at once would mostly go back to the same thread.
   void LetWaitersIn();
@@ -116,6 +117,7 @@ class SocketTable {
   std::atomic<SocketState*>* slots_ = nullptr;
   pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
   std::atomic<int> waiting_{0};  // threads in Lock, not yet holding the mutex
+  std::atomic<uint64_t> acquired_{0};  // times Lock took the mutex
   std::atomic<unsigned> max_tracked_fd_{0};
   SocketState* free_list_ = nullptr;  // linked through SocketState::next_free
   SocketState* groups_[kMaxGroups * 2] = {};  // open addressing, half full at most
