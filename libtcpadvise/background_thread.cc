@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,19 @@ bool AnyApplicationThreadRuns() {
   return runs;
 }
 
+// ThreadStart is what a starting shim thread needs, on its creator's stack.
+struct ThreadStart {
+  void* (*loop)(void*);
+  std::atomic<bool> running{false};
+};
+
+void* RunThread(void* arg) {
+  auto* start = static_cast<ThreadStart*>(arg);
+  void* (*loop)(void*) = start->loop;
+  start->running.store(true, std::memory_order_release);  // start is gone after this
+  return loop(nullptr);
+}
+
 }  // namespace
 
 void ExitIfApplicationGone() {
@@ -93,13 +107,19 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   if (stack_size != 0) pthread_attr_setstacksize(&attr, stack_size);
   pthread_t thread;
+  ThreadStart start;
+  start.loop = loop;
   t_starting_shim_thread = true;
-  const bool started = pthread_create(&thread, &attr, loop, nullptr) == 0;
+  const bool started = pthread_create(&thread, &attr, RunThread, &start) == 0;
   t_starting_shim_thread = false;
   if (started) {
     char full_name[16];
     snprintf(full_name, sizeof(full_name), "%s%s", kNamePrefix, name);
     pthread_setname_np(thread, full_name);
+    // The new thread's start-up may allocate (glibc, a sanitizer's runtime):
+    // a fork right after must not find it halfway, holding an allocator's
+    // lock that the child would wait on for ever.
+    while (!start.running.load(std::memory_order_acquire)) sched_yield();
   }
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);

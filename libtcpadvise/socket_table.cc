@@ -1,6 +1,7 @@
 #include "socket_table.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -189,9 +190,20 @@ void SocketTable::FoldIntoGroup(SocketState* closed) {
   overflow_group_->MergeFrom(*closed);
 }
 
+void SocketTable::LetWaitersIn() {
+  const int waiting = waiting_.load(std::memory_order_relaxed);
+  if (waiting == 0) return;
+  // Those waiting now, not those that come while they have their turn.
+  const uint64_t served = acquired_.load(std::memory_order_relaxed) + static_cast<uint64_t>(waiting);
+  pthread_mutex_unlock(&mutex_);
+  for (int i = 0; i < 1000 && acquired_.load(std::memory_order_relaxed) < served; ++i) sched_yield();
+  pthread_mutex_lock(&mutex_);
+}
+
 void SocketTable::ResetInChild() {
   // The fork happened under Lock (BeforeFork): the child starts unlocked.
   pthread_mutex_init(&mutex_, nullptr);
+  waiting_.store(0, std::memory_order_relaxed);
   t_shim_depth = 0;
   const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed) + 1;
   for (unsigned fd = 0; fd < end && slots_ != nullptr; ++fd) {

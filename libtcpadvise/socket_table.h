@@ -71,9 +71,8 @@ class SocketTable {
   void ReleaseRange(unsigned first, unsigned last);
 
   // SocketTable::ForEachLive calls fn(fd, entry) for each fd's entry (an
-  // entry with several fds is visited once) with the mutex held. fn may let
-  // go of the mutex and take it back: each fd's slot is read when its turn
-  // comes.
+  // entry with several fds is visited once) with the mutex held. fn may call
+  // LetWaitersIn: each fd's slot is read when its turn comes.
   template <typename Fn>
   void ForEachLive(Fn fn);
 
@@ -86,12 +85,22 @@ class SocketTable {
   // pass through (reentry.h); a stale entry is retired when its fd is reused.
   void Lock() {
     EnterShimSection();
+    waiting_.fetch_add(1, std::memory_order_relaxed);
     pthread_mutex_lock(&mutex_);
+    waiting_.fetch_sub(1, std::memory_order_relaxed);
+    acquired_.fetch_add(1, std::memory_order_relaxed);
   }
   void Unlock() {
     pthread_mutex_unlock(&mutex_);
     LeaveShimSection();
   }
+
+  // SocketTable::LetWaitersIn, called with the mutex held, lets the threads
+  // waiting for it then take it in turn (waiting at most about a thousand
+  // yields), then takes it back; free when none waits. A long holder (a snapshot of thousands of
+  // sockets) calls it between pieces of work: a mutex released and retaken
+  // at once would mostly go back to the same thread.
+  void LetWaitersIn();
 
   // SocketTable::ResetInChild runs in a fork child: the child keeps the
   // sockets it inherited but starts its own statistics from zero. Lock was
@@ -112,6 +121,8 @@ class SocketTable {
   std::atomic<unsigned> size_{0};
   std::atomic<SocketState*>* slots_ = nullptr;
   pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
+  std::atomic<int> waiting_{0};  // threads in Lock, not yet holding the mutex
+  std::atomic<uint64_t> acquired_{0};  // times Lock took the mutex
   std::atomic<unsigned> max_tracked_fd_{0};
   SocketState* free_list_ = nullptr;  // linked through SocketState::next_free
   SocketState* groups_[kMaxGroups * 2] = {};  // open addressing, half full at most
