@@ -46,7 +46,7 @@ from .errors import BadInputError
 from .policy import BUILTIN_POLICIES
 from .policyconfig import CONFIG_VERSION
 from .traces import Inputs
-from .units import ns_to_us
+from .units import format_value, ns_to_us
 
 AB_REPORT_SCHEMA = "tcpadvise.ab-report/1"
 ASSIGNMENT = "splitmix64-4tuple/1"
@@ -340,7 +340,7 @@ def _split_warnings(e: Experiment, split: dict) -> list[str]:
                         f"connection out of {total}: check the weights and that connections reach the experiment")
     if split["p_value"] is not None and split["p_value"] < SRM_ALPHA:
         shares = ", ".join(f"{name} {n} (expected {split['expected'][name]})" for name, n in split["drawn"].items())
-        warnings.append(f"sample ratio mismatch: {shares}, chi-square p={split['p_value']:.2g}: the split is off, "
+        warnings.append(f"sample ratio mismatch: {shares}, chi-square p={format_value(split['p_value'], 'ratio')}: the split is off, "
                         "so the comparison may be biased (connections lost, or some processes outside the "
                         "experiment)")
     if e.misdrawn:

@@ -241,18 +241,18 @@ def render_ab_text(report: dict, console: Console) -> None:
         )
     console.print(table)
     split = report["split"]
-    p = "-" if split["p_value"] is None else f"{split['p_value']:.3g}"
+    p = "-" if split["p_value"] is None else format_value(split['p_value'], 'ratio')
     console.print("split: " + ", ".join(f"{name} {n}" for name, n in split["drawn"].items())
                   + f" (sample-ratio test p={p}{'' if split['ok'] else ', OFF'})")
     for c in report["comparisons"]:
         low, high = c["ratio_cs"]
         fixed = c["fixed_horizon"]
         console.print(f"{c['arm']} vs {report['control']}: mean turn {format_duration_us(c['arm_mean_us'])} vs "
-                      f"{format_duration_us(c['control_mean_us'])}, geometric-mean ratio {c['ratio']:.3g} "
-                      f"(95% confidence sequence {low:.3g} to {high:.3g}, always-valid p={c['always_valid_p']:.3g})"
+                      f"{format_duration_us(c['control_mean_us'])}, geometric-mean ratio {format_value(c['ratio'], 'ratio')} "
+                      f"(95% confidence sequence {format_value(low, 'ratio')} to {format_value(high, 'ratio')}, always-valid p={format_value(c['always_valid_p'], 'ratio')})"
                       f"{'' if c['significant'] else ', not significant'}; fixed-horizon, valid only at a planned "
                       f"size: 95% CI {_signed_us(fixed['ci95_us'][0])} to {_signed_us(fixed['ci95_us'][1])}, "
-                      f"rank test p={fixed['p_value']:.3g}")
+                      f"rank test p={format_value(fixed['p_value'], 'ratio')}")
     verdict = report["verdict"]
     headline = f"winner: {verdict['winner']}" if verdict["outcome"] == "winner" else verdict["outcome"]
     console.print(f"verdict: {headline}: {verdict['reason']}")
