@@ -154,11 +154,12 @@ void GiveTurn(PolicyState* p) {
   for (;;) {
     DrainOverflow(p);
     if (p->orphaned.load(std::memory_order_relaxed)) DropHeld(p, EBADF);
+    const uint32_t drained = p->overflow_drained;  // the turn's: read before giving it
     p->lock.Give();
     t_inside = nullptr;
     // A handler that came after the drain queued behind us (t_inside was
     // still p); one that comes from here on finds the turn free and takes it.
-    if (p->overflow_length.load(std::memory_order_acquire) == p->overflow_drained) break;
+    if (p->overflow_length.load(std::memory_order_acquire) == drained) break;
     if (!TryTakeTurn(p)) break;  // whoever took it sends them
   }
 }
