@@ -144,8 +144,13 @@ void MarkGone(PolicyState* p) {
 }
 
 bool TryTakeTurn(PolicyState* p) {
-  if (!p->lock.TryTake()) return false;
+  // t_inside first: a signal handler that comes between taking the turn and
+  // noting it must not wait for the turn this thread holds.
   t_inside = p;
+  if (!p->lock.TryTake()) {
+    t_inside = nullptr;
+    return false;
+  }
   DrainOverflow(p);
   return true;
 }
@@ -356,8 +361,8 @@ void OnApplicationCork(SocketState* s, int fd) {
   if (s == nullptr) return;  // closed by another thread meanwhile
   PolicyState* p = s->stats.policy;
   if (p == nullptr || !p->settings->cork || InterruptedShim()) return;
-  p->lock.Take();
   t_inside = p;
+  p->lock.Take();
   // The application's own setting has already reached the kernel: it wins.
   p->app_corks = true;
   p->corked.store(false, std::memory_order_relaxed);
