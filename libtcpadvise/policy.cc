@@ -151,13 +151,19 @@ bool TryTakeTurn(PolicyState* p) {
     t_inside = nullptr;
     return false;
   }
-  DrainOverflow(p);
+  if (__builtin_expect(p->overflow_length.load(std::memory_order_acquire) != p->overflow_drained, 0)) {
+    ErrnoSaver errno_saver;
+    DrainOverflowSlow(p);
+  }
   return true;
 }
 
 void GiveTurn(PolicyState* p) {
   for (;;) {
-    DrainOverflow(p);
+    if (__builtin_expect(p->overflow_length.load(std::memory_order_acquire) != p->overflow_drained, 0)) {
+      ErrnoSaver errno_saver;
+      DrainOverflowSlow(p);
+    }
     if (p->orphaned.load(std::memory_order_relaxed)) DropHeld(p, EBADF);
     const uint32_t drained = p->overflow_drained;  // the turn's: read before giving it
     p->lock.Give();
@@ -292,6 +298,11 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
   p->fd.store(fd, std::memory_order_relaxed);
   ssize_t result;
   if (p->settings->coalesce) {
+    // One buffer (write, send) is the common small write: held inline.
+    if (!special && iovcnt == 1 && HeldNow(p, iov, 1, iov[0].iov_len, nonblocking)) {
+      GiveTurn(p);  // keeps errno
+      return static_cast<ssize_t>(iov[0].iov_len);
+    }
     result = CoalesceWrite(p, fd, iov, iovcnt, flags, special, passthrough, context);
     ErrnoSaver errno_saver;
     GiveTurn(p);
