@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "held_set.h"
 #include "policy_state.h"
 
 namespace tcpadvise {
@@ -50,6 +51,16 @@ inline void DrainOverflow(PolicyState* p) {
 // handler that interrupted its thread inside the shim; beyond the overflow
 // buffer's room it writes directly.
 ssize_t SignalWrite(PolicyState* p, const iovec* iov, int iovcnt, ssize_t (*passthrough)(void*), void* context);
+
+// HeldNow appends an application write to what p holds when it fits and
+// nothing calls for the kernel (the common case, inline); false otherwise,
+// holding nothing more: CoalesceWrite then decides.
+inline bool HeldNow(PolicyState* p, const iovec* iov, int iovcnt, size_t n, bool nonblocking) {
+  return p->pending_errno == 0 && iovcnt > 0 && iovcnt <= kMaxHeldIovecs && p->buffer != nullptr && n != 0 &&
+         n <= p->capacity && p->held.load(std::memory_order_relaxed) + n <= p->capacity &&
+         (!nonblocking || p->nonblocking_ok) && !p->write_shutdown.load(std::memory_order_relaxed) &&
+         HeldSetHasRoom(p) && Append(p, iov, iovcnt);
+}
 
 // CoalesceWrite runs one application write under coalesce.
 ssize_t CoalesceWrite(PolicyState* p, int fd, const iovec* iov, int iovcnt, int flags, bool special,

@@ -145,21 +145,33 @@ void MarkGone(PolicyState* p) {
 }
 
 bool TryTakeTurn(PolicyState* p) {
-  if (!p->lock.TryTake()) return false;
+  // t_inside first: a signal handler that comes between taking the turn and
+  // noting it must not wait for the turn this thread holds.
   t_inside = p;
-  DrainOverflow(p);
+  if (!p->lock.TryTake()) {
+    t_inside = nullptr;
+    return false;
+  }
+  if (__builtin_expect(p->overflow_length.load(std::memory_order_acquire) != p->overflow_drained, 0)) {
+    ErrnoSaver errno_saver;
+    DrainOverflowSlow(p);
+  }
   return true;
 }
 
 void GiveTurn(PolicyState* p) {
   for (;;) {
-    DrainOverflow(p);
+    if (__builtin_expect(p->overflow_length.load(std::memory_order_acquire) != p->overflow_drained, 0)) {
+      ErrnoSaver errno_saver;
+      DrainOverflowSlow(p);
+    }
     if (p->orphaned.load(std::memory_order_relaxed)) DropHeld(p, EBADF);
+    const uint32_t drained = p->overflow_drained;  // the turn's: read before giving it
     p->lock.Give();
     t_inside = nullptr;
     // A handler that came after the drain queued behind us (t_inside was
     // still p); one that comes from here on finds the turn free and takes it.
-    if (p->overflow_length.load(std::memory_order_acquire) == p->overflow_drained) break;
+    if (p->overflow_length.load(std::memory_order_acquire) == drained) break;
     if (!TryTakeTurn(p)) break;  // whoever took it sends them
   }
   if (__builtin_expect(t_pending_signal != 0, 0)) RunPendingSignal();
@@ -297,6 +309,11 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
   p->fd.store(fd, std::memory_order_relaxed);
   ssize_t result;
   if (p->settings->coalesce) {
+    // One buffer (write, send) is the common small write: held inline.
+    if (!special && iovcnt == 1 && HeldNow(p, iov, 1, iov[0].iov_len, nonblocking)) {
+      GiveTurn(p);  // keeps errno
+      return static_cast<ssize_t>(iov[0].iov_len);
+    }
     result = CoalesceWrite(p, fd, iov, iovcnt, flags, special, passthrough, context);
     ErrnoSaver errno_saver;
     GiveTurn(p);
@@ -366,8 +383,8 @@ void OnApplicationCork(SocketState* s, int fd) {
   if (s == nullptr) return;  // closed by another thread meanwhile
   PolicyState* p = s->stats.policy;
   if (p == nullptr || !p->settings->cork || InterruptedShim()) return;
-  p->lock.Take();
   t_inside = p;
+  p->lock.Take();
   // The application's own setting has already reached the kernel: it wins.
   p->app_corks = true;
   p->corked.store(false, std::memory_order_relaxed);

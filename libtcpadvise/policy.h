@@ -103,7 +103,7 @@ void PolicyForgetClosedFd(int fd);
 
 // Turns and releases, for the policy's own files (deadline_thread.cc).
 // TryTakeTurn takes p's turn without waiting; GiveTurn gives it back after
-// sending what signal handlers wrote meanwhile; ReleaseTaken lets go of
+// sending what signal handlers wrote meanwhile; both keep errno; ReleaseTaken lets go of
 // what p holds (verify: first check that its fd is still its socket).
 bool TryTakeTurn(PolicyState* p);
 void GiveTurn(PolicyState* p);

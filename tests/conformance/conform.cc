@@ -731,6 +731,10 @@ void CaseBlockedWriter(const Args& a) {
     ++done;
   });
   others.emplace_back([&] {  // forks; the child exits
+    if (!a.Int("fork", 1)) {
+      ++done;
+      return;
+    }
     const pid_t pid = fork();
     if (pid == 0) _exit(0);
     if (pid < 0) DieErrno("fork");

@@ -36,7 +36,10 @@ def test_writer_blocked_on_a_peer_that_does_not_read_blocks_no_other_thread(conf
     """Other threads read, poll, wait in epoll, fork and exit while one
     thread is blocked writing with bytes held: all finish before the peer
     reads again, and every byte arrives."""
-    out = conform.check("blocked-writer", peer=("--stall-first", 2500))
+    # ThreadSanitizer cannot follow a fork made while the shim's private heap
+    # takes its many locks (its deadlock detector's own limit): no fork there.
+    no_fork = ("--fork", 0) if "tsan" in os.environ.get("TCPADVISE_PRELOAD_FIRST", "") else ()
+    out = conform.check("blocked-writer", *no_fork, peer=("--stall-first", 2500))
     assert out["results"]["others_done"] == 5
     assert out["results"]["others_before_the_peer_read"] is True, out["info"]
 
