@@ -48,12 +48,6 @@ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint64_t ErrorCount(const SocketStats& st) {
-  uint64_t n = 0;
-  for (const Counter& e : st.errors) n += e.Get();
-  return n;
-}
-
 // CheckGuardrail stops arm when it does worse than control beyond the bounds.
 void CheckGuardrail(const ExperimentConfig& e, int arm) {
   const Guardrail& g = e.guardrail;
@@ -62,7 +56,8 @@ void CheckGuardrail(const ExperimentConfig& e, int arm) {
   if (arm == 0 || a.stopped || a.connections < g.min_connections || control.connections < g.min_connections) return;
   const double arm_rate = a.calls ? static_cast<double>(a.errors) / static_cast<double>(a.calls) : 0;
   const double control_rate = control.calls ? static_cast<double>(control.errors) / static_cast<double>(control.calls) : 0;
-  const double arm_p99 = a.turns.Percentile(0.99), control_p99 = control.turns.Percentile(0.99);
+  const double arm_p99 = static_cast<double>(a.turns.Percentile(0.99));
+  const double control_p99 = static_cast<double>(control.turns.Percentile(0.99));
   if (g.max_error_rate_increase >= 0 && arm_rate - control_rate > g.max_error_rate_increase) {
     snprintf(a.stop_reason, sizeof(a.stop_reason), "error rate %.4f against control's %.4f (bound +%.4f)", arm_rate,
              control_rate, g.max_error_rate_increase);
@@ -105,7 +100,7 @@ void OnExperimentConnectionClosed(const ExperimentConfig& e, int arm, const Sock
                                   double ns_per_tick) {
   const SocketStats& st = s.stats;
   const uint64_t calls = st.write_calls.Get() + st.read_calls.Get();
-  const uint64_t errors = ErrorCount(st);
+  const uint64_t errors = st.errors.Total();
   ArmTotals& a = g_arms[arm];
   ++a.connections;
   a.calls += calls;
@@ -119,8 +114,8 @@ void OnExperimentConnectionClosed(const ExperimentConfig& e, int arm, const Sock
     ConnectionOutcome& o = g_outcomes[g_outcome_count++];
     o.arm = static_cast<uint8_t>(arm);
     o.turns = turns.count;
-    o.turn_p50_ns = st.turn_ticks.Percentile(0.5) * ns_per_tick;
-    o.turn_mean_ns = turns.count ? turns.estimated_sum / static_cast<double>(turns.count) * ns_per_tick : 0;
+    o.turn_p50_ns = static_cast<double>(st.turn_ticks.Percentile(0.5)) * ns_per_tick;
+    o.turn_mean_ns = turns.count ? static_cast<double>(turns.sum) / static_cast<double>(turns.count) * ns_per_tick : 0;
     o.bytes = st.write_bytes.Get() + st.read_bytes.Get();
     o.duration_ns = static_cast<uint64_t>(static_cast<double>(now_ticks - s.opened_ticks) * ns_per_tick);
     o.calls = calls;
@@ -156,15 +151,13 @@ void EmitExperiment(JsonWriter* w, const ExperimentConfig& e, double ns_per_tick
     w->Uint(a.errors);
     w->Key("turn_ns");
     w->BeginArray();  // [low, high, count] buckets, as the trace's histograms
-    for (int b = 0; b < TicksHistogram::kBuckets; ++b) {
-      const uint64_t n = a.turns.buckets()[b].Get();
-      if (n == 0) continue;
+    a.turns.ForEachBucket([w, ns_per_tick](int b, uint64_t n) {
       w->BeginArray();
       w->Double(static_cast<double>(HistogramBucketLow(b)) * ns_per_tick);
       w->Double(static_cast<double>(HistogramBucketHigh(b)) * ns_per_tick);
       w->Uint(n);
       w->EndArray();
-    }
+    });
     w->EndArray();
     w->Key("stopped");
     w->Bool(a.stopped);

@@ -1,45 +1,125 @@
 #include "histogram.h"
 
+#include "json_writer.h"
+
 namespace tcpadvise {
 
-uint64_t HistogramBucketLow(int bucket) {
-  if (bucket < 4) return static_cast<uint64_t>(bucket);
-  const int msb = bucket / 4 + 1;
-  return static_cast<uint64_t>(4 + bucket % 4) << (msb - 2);
-}
-
 uint64_t HistogramBucketHigh(int bucket) {
-  if (bucket < 4) return static_cast<uint64_t>(bucket) + 1;
-  const int msb = bucket / 4 + 1;
-  return static_cast<uint64_t>(4 + bucket % 4 + 1) << (msb - 2);
+  if (bucket < 2 * kHistogramSubBuckets) return static_cast<uint64_t>(bucket) + 1;
+  const int shift = (bucket >> kHistogramSubBucketBits) - 1;
+  const uint64_t high = HistogramBucketLow(bucket) + (uint64_t{1} << shift);
+  return high == 0 ? ~uint64_t{0} : high;
 }
 
-HistogramSummary SummarizeBuckets(const Counter* buckets, int n) {
+void Histogram::RecordCount(uint64_t value, uint64_t n) {
+  if (n == 0) return;
+  sum_.Add(value * n);
+  if (~value > min_inverted_.Get()) min_inverted_.Set(~value);
+  if (value > max_.Get()) max_.Set(value);
+  buckets_.Add(HistogramBucketOf(value), n);
+}
+
+void Histogram::MergeFrom(const Histogram& other) {
+  sum_.Add(other.sum_.Get());
+  if (other.min_inverted_.Get() > min_inverted_.Get()) min_inverted_.Set(other.min_inverted_.Get());
+  if (other.max_.Get() > max_.Get()) max_.Set(other.max_.Get());
+  buckets_.MergeFrom(other.buckets_);
+}
+
+void Histogram::Reset() {
+  sum_.Set(0);
+  min_inverted_.Set(0);
+  max_.Set(0);
+  buckets_.Reset();
+}
+
+HistogramSummary Histogram::Summary() const {
   HistogramSummary s;
-  for (int b = 0; b < n; ++b) {
-    const uint64_t c = buckets[b].Get();
-    if (c == 0) continue;
-    const uint64_t low = HistogramBucketLow(b), high = HistogramBucketHigh(b);
-    if (s.count == 0) s.min = low;
-    s.max = high - 1;
-    s.count += c;
-    s.estimated_sum += static_cast<double>(c) * (static_cast<double>(low) + static_cast<double>(high - 1)) / 2;
-  }
+  s.count = buckets_.Total();
+  if (s.count == 0) return s;
+  s.min = ~min_inverted_.Get();
+  s.max = max_.Get();
+  s.sum = sum_.Get();
   return s;
 }
 
-double BucketPercentile(const Counter* buckets, int n, double q) {
-  const HistogramSummary s = SummarizeBuckets(buckets, n);
+uint64_t Histogram::Percentile(double q) const {
+  const HistogramSummary s = Summary();
   if (s.count == 0) return 0;
   const double rank = q * static_cast<double>(s.count);
-  double seen = 0;
-  for (int b = 0; b < n; ++b) {
-    seen += static_cast<double>(buckets[b].Get());
-    if (buckets[b].Get() != 0 && seen >= rank) {
-      return (static_cast<double>(HistogramBucketLow(b)) + static_cast<double>(HistogramBucketHigh(b) - 1)) / 2;
-    }
+  if (rank >= static_cast<double>(s.count)) return s.max;  // the top is known exactly
+  uint64_t seen = 0, value = s.max;  // ranks past the buckets (unbucketed values): the top
+  bool found = false;
+  ForEachBucket([&](int bucket, uint64_t n) {
+    seen += n;
+    if (found || static_cast<double>(seen) < rank) return;
+    found = true;
+    value = HistogramBucketLow(bucket);
+  });
+  return value < s.min ? s.min : value > s.max ? s.max : value;
+}
+
+void EmitHistogram(JsonWriter* w, const char* key, const char* unit, const Histogram& h, double scale,
+                   uint64_t extra_ones) {
+  HistogramSummary s = h.Summary();
+  if (extra_ones != 0) {
+    s.min = s.count == 0 || s.min > 1 ? 1 : s.min;
+    s.max = s.max < 1 ? 1 : s.max;
+    s.count += extra_ones;
+    s.sum += extra_ones;
   }
-  return static_cast<double>(s.max);
+  // Whole units are written as integers; scaled ones (ticks as ns) as doubles.
+  auto value = [w, scale](uint64_t v) {
+    if (scale == 1.0) {
+      w->Uint(v);
+    } else {
+      w->Double(static_cast<double>(v) * scale);
+    }
+  };
+  auto bucket = [w](int index, uint64_t n) {
+    w->BeginArray();
+    w->Uint(static_cast<uint64_t>(index));
+    w->Uint(n);
+    w->EndArray();
+  };
+  w->Key(key);
+  w->BeginObject();
+  w->Key("unit");
+  w->String(unit);
+  w->Key("count");
+  w->Uint(s.count);
+  w->Key("sum");
+  value(s.sum);
+  w->Key("min");
+  value(s.min);
+  w->Key("max");
+  value(s.max);
+  w->Key("sub_buckets");
+  w->Uint(kHistogramSubBuckets);
+  w->Key("scale");
+  w->Double(scale);
+  if (h.unbucketed() != 0) {
+    w->Key("unbucketed");
+    w->Uint(h.unbucketed());
+  }
+  w->Key("buckets");
+  w->BeginArray();
+  const int one = HistogramBucketOf(1);
+  bool ones_pending = extra_ones != 0;
+  h.ForEachBucket([&](int index, uint64_t n) {
+    if (ones_pending && index >= one) {
+      ones_pending = false;
+      if (index == one) {
+        n += extra_ones;
+      } else {
+        bucket(one, extra_ones);
+      }
+    }
+    bucket(index, n);
+  });
+  if (ones_pending) bucket(one, extra_ones);
+  w->EndArray();
+  w->EndObject();
 }
 
 }  // namespace tcpadvise

@@ -44,7 +44,7 @@ void PolicyCounters::MergeFrom(const PolicyCounters& o) {
   KeepMax(longest_hold_ticks, o.longest_hold_ticks);
   corks.Add(o.corks.Get());
   conflicts.Set(conflicts.Get() | o.conflicts.Get());
-  AddCounters(deferred_errors, o.deferred_errors, kErrnoSlots);
+  deferred_errors.MergeFrom(o.deferred_errors);
 }
 
 void PolicyCounters::Reset() {
@@ -54,7 +54,7 @@ void PolicyCounters::Reset() {
   longest_hold_ticks.Set(0);
   corks.Set(0);
   conflicts.Set(0);
-  ZeroCounters(deferred_errors, kErrnoSlots);
+  deferred_errors.Reset();
 }
 
 void SocketStats::MergeFrom(const SocketStats& o) {
@@ -73,7 +73,7 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   AddCounters(read_by_api, o.read_by_api, static_cast<int>(ReadApi::kCount));
   read_eof.Add(o.read_eof.Get());
   read_size.MergeFrom(o.read_size);
-  AddCounters(errors, o.errors, kErrnoSlots);
+  errors.MergeFrom(o.errors);
   policy_counters.MergeFrom(o.policy_counters);
 }
 
@@ -100,7 +100,7 @@ void SocketStats::Reset() {
   ZeroCounters(read_by_api, static_cast<int>(ReadApi::kCount));
   read_eof.Set(0);
   read_size.Reset();
-  ZeroCounters(errors, kErrnoSlots);
+  errors.Reset();
   policy_counters.Reset();
 }
 
@@ -151,7 +151,7 @@ uint64_t SocketIdentity::GroupHash() const {
 }
 
 void SocketState::CountError(int errno_value) {
-  stats.errors[ErrnoSlot(errno_value)].Increment();
+  stats.errors.Add(ErrnoSlot(errno_value), 1);
 }
 
 void SocketState::OnReadNothing(int64_t result, int errno_value) {

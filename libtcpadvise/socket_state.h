@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "counter.h"
 #include "histogram.h"
+#include "sparse_counters.h"
 #include "tcp_info.h"
 
 namespace tcpadvise {
@@ -44,6 +45,11 @@ constexpr int kErrnoSlots = 134;
 // ErrnoSlot is the slot errno_value counts in.
 inline int ErrnoSlot(int errno_value) { return errno_value > 0 && errno_value < kErrnoSlots ? errno_value : 0; }
 
+// ErrnoCounts count failed calls by errno slot: the two errnos a socket
+// usually meets (EAGAIN, then EPIPE or ECONNRESET) inline, the whole table
+// allocated only when a third appears.
+using ErrnoCounts = SparseCounters<2, kErrnoSlots>;
+
 // FlushCause says why a policy sent held bytes (coalesce) or uncorked (cork).
 enum class FlushCause : uint8_t {
   kRead, kWait, kLimit, kDeadline, kClose, kShutdown, kDup2, kFork, kExec, kExit, kPassthrough, kCount
@@ -64,7 +70,7 @@ struct PolicyCounters {
   Counter longest_hold_ticks;
   Counter corks;
   Counter conflicts;  // kConflict* bits
-  Counter deferred_errors[kErrnoSlots];
+  ErrnoCounts deferred_errors;
 
   void MergeFrom(const PolicyCounters& other);
   void Reset();
@@ -74,8 +80,10 @@ struct PolicyState;
 
 // SocketStats are the statistics of a socket or a group, laid out so that a
 // call touches few cache lines: the counters every call bumps share the first
-// line, each histogram record is one bucket, and the per-API counts sit
-// together. The burst and turn state of a live socket rides in the hot line
+// line, a histogram record touches one histogram, and the per-API counts sit
+// together. Histograms and errno counts are sparse: an open connection costs
+// what it uses (about 1.6 KB for its whole SocketState when it sees a few
+// distinct sizes and times). The burst and turn state of a live socket rides in the hot line
 // too; merging and resetting leave it to SocketState.
 struct alignas(64) SocketStats {
   // The hot line. policy is not a statistic: it rides here so that the write
@@ -105,7 +113,7 @@ struct alignas(64) SocketStats {
   BytesHistogram burst_bytes;
   TicksHistogram turn_ticks;
   BytesHistogram read_size;
-  Counter errors[kErrnoSlots];
+  ErrnoCounts errors;
   PolicyCounters policy_counters;
 
   // SocketStats::MergeFrom adds another socket's statistics to these.

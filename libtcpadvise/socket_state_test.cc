@@ -10,7 +10,7 @@ TEST(SocketStateTest, TimedWritesRecordGapsAndTheReplyClosesTheTurn) {
   s.OnWrite(WriteApi::kWrite, 2, 0, kScalarWrite, 1000, 0);
   s.OnWrite(WriteApi::kWrite, 2, 0, kScalarWrite, 1500, 0);
   EXPECT_EQ(s.stats.gap_ticks.count(), 1u);
-  EXPECT_EQ(s.stats.gap_ticks.Summary().min, HistogramBucketLow(HistogramBucketOf(500, 44)));
+  EXPECT_EQ(s.stats.gap_ticks.Summary().min, 500u);
   EXPECT_EQ(s.stats.last_write_start.Get(), 1500u);
   s.OnRead(ReadApi::kRead, 2, 0, false);
   EXPECT_EQ(s.stats.turn_ticks.count(), 1u);
