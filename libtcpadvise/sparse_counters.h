@@ -40,7 +40,8 @@ class SparseCounters {
   SparseCounters& operator=(const SparseCounters&) = delete;
 
   // SparseCounters::Add counts n at key (0 <= key < kKeys). The inline scan
-  // is the fast path; anything else is out of line.
+  // and an allocated chunk are the fast paths; claiming a slot or a chunk is
+  // out of line.
   [[gnu::always_inline]] void Add(int key, uint64_t n) {
     const uint16_t tag = static_cast<uint16_t>(key + 1);
     for (int i = 0; i < kInline; ++i) {
@@ -49,7 +50,14 @@ class SparseCounters {
         counts_[i].Add(n);
         return;
       }
-      if (t == 0) break;
+      if (t == 0) return AddSlow(key, n);
+    }
+    // Every slot is taken: a key not among them lives in its chunk.
+    if (const Chunks* chunks = chunks_.load(std::memory_order_acquire)) {
+      if (Counter* chunk = chunks->chunk[key >> kChunkBits].load(std::memory_order_acquire)) {
+        chunk[key & (kChunkSize - 1)].Add(n);
+        return;
+      }
     }
     AddSlow(key, n);
   }
