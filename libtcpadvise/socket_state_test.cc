@@ -1,5 +1,6 @@
 #include "socket_state.h"
 
+#include <errno.h>
 #include <gtest/gtest.h>
 
 namespace tcpadvise {
@@ -39,6 +40,45 @@ TEST(SocketStateTest, StartTurnAtMovesOnlyAPendingTurn) {
   s.OnRead(ReadApi::kRead, 2, 0, false);
   s.StartTurnAt(9000);  // the reply came: the turn is closed
   EXPECT_EQ(s.stats.last_write_start.Get(), 0u);
+}
+
+TEST(SocketStateTest, ErrnoCountsGrowPastTheInlineSlotsAndMerge) {
+  SocketState a, b, group;
+  for (int e : {EAGAIN, EAGAIN, EPIPE, ECONNRESET, EPIPE, 9999}) a.CountError(e);
+  b.CountError(ECONNRESET);
+  EXPECT_EQ(a.stats.errors.Get(EAGAIN), 2u);
+  EXPECT_EQ(a.stats.errors.Get(EPIPE), 2u);
+  EXPECT_EQ(a.stats.errors.Get(ECONNRESET), 1u);
+  EXPECT_EQ(a.stats.errors.Get(0), 1u);  // beyond the table
+  EXPECT_EQ(a.stats.errors.Total(), 6u);
+  group.stats.MergeFrom(a.stats);
+  group.stats.MergeFrom(b.stats);
+  EXPECT_EQ(group.stats.errors.Get(ECONNRESET), 2u);
+  EXPECT_EQ(group.stats.errors.Total(), 7u);
+  EXPECT_EQ(group.stats.errors.lost(), 0u);
+  group.stats.Reset();
+  EXPECT_EQ(group.stats.errors.Total(), 0u);
+}
+
+// An open connection's whole entry stays within the 2 KB budget (issue 13;
+// bench/memory_per_connection.py measures it in RSS): no dense array is
+// allocated for a socket that sees few distinct sizes, times and errnos.
+TEST(SocketStateTest, AConnectionWithFewDistinctValuesCostsUnderTwoKilobytes) {
+  EXPECT_LE(sizeof(SocketState), 1792u);  // one jemalloc size class below 2 KiB
+  SocketState s;
+  for (uint64_t round = 0; round < 100; ++round) {
+    s.OnWrite(WriteApi::kWrite, 512, 0, kScalarWrite, 1000 * round + 1, 40 + round % 3);
+    s.OnRead(ReadApi::kRead, 64, 0, false);
+    s.OnRead(ReadApi::kRead, -1, EAGAIN, false);
+  }
+  const SocketStats& st = s.stats;
+  for (const Histogram* h : {&st.write_size, &st.write_iovcnt, &st.write_ticks, &st.gap_ticks, &st.burst_writes,
+                             &st.burst_bytes, &st.read_size}) {
+    EXPECT_EQ(h->HeapBytes(), 0u);
+  }
+  EXPECT_EQ(st.errors.HeapBytes(), 0u);
+  EXPECT_EQ(st.write_size.Percentile(0.5), 512u);
+  EXPECT_EQ(st.burst_writes.count(), 100u);
 }
 
 }  // namespace

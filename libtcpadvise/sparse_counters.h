@@ -18,15 +18,14 @@
 
 #include "counter.h"
 #include "private_alloc.h"
-#include "reentry.h"
 
 namespace tcpadvise {
 
 // SparseCounters<kInline, kKeys> are kKeys counters of which most instances
 // use a few: kInline (key, count) pairs inline, then chunks of 128 counters
 // allocated from the private heap on first use. A count that finds no room
-// (allocation failed, or a signal handler interrupted the shim's heap) is
-// added to lost() instead: it fails open, never blocks.
+// (allocation failed, or a signal handler interrupted the private heap:
+// t_in_private_heap) is added to lost() instead: it fails open, never blocks.
 template <int kInline, int kKeys>
 class SparseCounters {
  public:
@@ -91,7 +90,10 @@ class SparseCounters {
   };
 
   [[gnu::noinline]] void AddSlow(int key, uint64_t n);
-  Counter* Slot(int key);
+  // Slot finds or makes key's counter; nullptr when it would need memory it
+  // may not or cannot allocate.
+  Counter* Slot(int key, bool may_allocate);
+  void AddAt(int key, uint64_t n, bool may_allocate);
 
   std::atomic<uint16_t> tags_[kInline] = {};  // key + 1; 0 marks a free slot
   Counter counts_[kInline];
@@ -103,12 +105,11 @@ class SparseCounters {
 
 // PublishOnce stores fresh (zeroed, from the private heap) into slot unless
 // another thread got there first; returns what the slot holds, or nullptr
-// when memory ran out. Never called from inside the shim's own heap (a
-// signal handler that interrupted it): that would deadlock.
+// when it is empty and memory ran out or may not be allocated.
 template <typename T>
-inline T* PublishOnce(std::atomic<T*>* slot, size_t bytes) {
+inline T* PublishOnce(std::atomic<T*>* slot, size_t bytes, bool may_allocate) {
   T* current = slot->load(std::memory_order_acquire);
-  if (current != nullptr || Reentered()) return current;
+  if (current != nullptr || !may_allocate) return current;
   T* fresh = static_cast<T*>(PrivateAlloc(bytes));
   if (fresh == nullptr) return nullptr;
   if (!slot->compare_exchange_strong(current, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
@@ -119,7 +120,7 @@ inline T* PublishOnce(std::atomic<T*>* slot, size_t bytes) {
 }
 
 template <int kInline, int kKeys>
-Counter* SparseCounters<kInline, kKeys>::Slot(int key) {
+Counter* SparseCounters<kInline, kKeys>::Slot(int key, bool may_allocate) {
   for (int i = 0; i < kInline; ++i) {
     uint16_t tag = tags_[i].load(std::memory_order_acquire);
     if (tag == 0) {
@@ -130,16 +131,21 @@ Counter* SparseCounters<kInline, kKeys>::Slot(int key) {
     }
     if (tag == key + 1) return &counts_[i];
   }
-  Chunks* chunks = PublishOnce(&chunks_, sizeof(Chunks));
+  Chunks* chunks = PublishOnce(&chunks_, sizeof(Chunks), may_allocate);
   if (chunks == nullptr) return nullptr;
-  Counter* chunk = PublishOnce(&chunks->chunk[key >> kChunkBits], sizeof(Counter) * kChunkSize);
+  Counter* chunk = PublishOnce(&chunks->chunk[key >> kChunkBits], sizeof(Counter) * kChunkSize, may_allocate);
   return chunk == nullptr ? nullptr : &chunk[key & (kChunkSize - 1)];
 }
 
 template <int kInline, int kKeys>
-void SparseCounters<kInline, kKeys>::AddSlow(int key, uint64_t n) {
-  Counter* slot = Slot(key);
+void SparseCounters<kInline, kKeys>::AddAt(int key, uint64_t n, bool may_allocate) {
+  Counter* slot = Slot(key, may_allocate);
   (slot != nullptr ? *slot : lost_).Add(n);
+}
+
+template <int kInline, int kKeys>
+void SparseCounters<kInline, kKeys>::AddSlow(int key, uint64_t n) {
+  AddAt(key, n, !t_in_private_heap);
 }
 
 template <int kInline, int kKeys>
@@ -162,7 +168,7 @@ uint64_t SparseCounters<kInline, kKeys>::Total() const {
 
 template <int kInline, int kKeys>
 void SparseCounters<kInline, kKeys>::MergeFrom(const SparseCounters& other) {
-  other.ForEach([this](int key, uint64_t n) { Add(key, n); });
+  other.ForEach([this](int key, uint64_t n) { AddAt(key, n, !t_in_private_heap); });
   lost_.Add(other.lost_.Get());
 }
 
