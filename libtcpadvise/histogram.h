@@ -55,7 +55,7 @@ struct HistogramSummary {
 class Histogram {
  public:
   // kInlineBuckets: distinct buckets kept without allocating.
-  static constexpr int kInlineBuckets = 6;
+  static constexpr int kInlineBuckets = 4;
 
   // Histogram::Record adds one value.
   [[gnu::always_inline]] void Record(uint64_t value) {
