@@ -65,9 +65,6 @@ class Histogram {
     buckets_.Add(HistogramBucketOf(value), 1);
   }
 
-  // Histogram::RecordCount adds n values (for merges and emitted extras).
-  void RecordCount(uint64_t value, uint64_t n);
-
   // Histogram::MergeFrom adds every value of other.
   void MergeFrom(const Histogram& other);
 
