@@ -42,11 +42,13 @@ uint64_t Histogram::Percentile(double q) const {
   if (rank >= static_cast<double>(s.count)) return s.max;  // the top is known exactly
   uint64_t seen = 0, value = s.max;  // ranks past the buckets (unbucketed values): the top
   bool found = false;
+  const int top = HistogramBucketOf(s.max);
+  const bool top_alone = top != HistogramBucketOf(s.min);
   ForEachBucket([&](int bucket, uint64_t n) {
     seen += n;
     if (found || static_cast<double>(seen) < rank) return;
     found = true;
-    value = HistogramBucketLow(bucket);
+    value = bucket == top && top_alone ? s.max : HistogramBucketLow(bucket);
   });
   return value < s.min ? s.min : value > s.max ? s.max : value;
 }

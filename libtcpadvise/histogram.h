@@ -75,9 +75,11 @@ class Histogram {
   HistogramSummary Summary() const;
   uint64_t count() const { return buckets_.Total(); }
 
-  // Histogram::Percentile is the q-quantile (0..1): the low edge of the
-  // bucket that holds it (within 0.8% below the true value; exact below 256),
-  // clamped to [min, max]; max itself for q = 1; 0 when empty.
+  // Histogram::Percentile is the q-quantile (0..1), a value of the bucket
+  // that holds it, so within 0.8% of the true one and exact below 256: max
+  // in max's bucket (unless min shares it), else the bucket's low edge
+  // clamped to [min, max]. So a bucket that holds one distinct value reads
+  // exactly at either end. 0 when empty.
   uint64_t Percentile(double q) const;
 
   // Histogram::ForEachBucket calls fn(bucket, count) for each non-empty

@@ -71,8 +71,8 @@ TEST(HistogramTest, PercentilesWithinOnePercentOfRandomValues) {
     for (double q : {0.0, 0.01, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0}) {
       const uint64_t exact = Exact(values, q);
       const uint64_t got = h.Percentile(q);
-      ASSERT_LE(got, exact) << "q " << q << " round " << round;
-      ASSERT_GE(static_cast<double>(got), static_cast<double>(exact) * (1 - 1.0 / 128)) << "q " << q;
+      const double error = static_cast<double>(got > exact ? got - exact : exact - got);
+      ASSERT_LE(error, static_cast<double>(exact) / 128) << "q " << q << " round " << round;
       if (exact < 256) {
         ASSERT_EQ(got, exact);
       }
@@ -90,7 +90,7 @@ TEST(HistogramTest, SmallAndRoundValuesAreExact) {
   EXPECT_EQ(page.Percentile(0.5), 65536u);
   EXPECT_EQ(page.Percentile(0.99), 65536u);
   EXPECT_EQ(big.Percentile(0.5), 1000u);  // 1000 is its bucket's low edge
-  EXPECT_EQ(big.Percentile(1.0), 5000u);  // clamped to the exact max
+  EXPECT_EQ(big.Percentile(0.995), 5000u);  // max's bucket reads as max
 }
 
 TEST(HistogramTest, CountMinMaxAndSumAreExact) {
@@ -144,7 +144,7 @@ TEST(HistogramTest, SpilledBucketsKeepEveryCountInOrder) {
   });
   EXPECT_EQ(total, values.size());
   for (double q : {0.1, 0.5, 0.9}) {
-    EXPECT_LE(h.Percentile(q), Exact(values, q));
+    EXPECT_LE(h.Percentile(q), Exact(values, q));  // low edges: no bucket here holds max
     EXPECT_GE(static_cast<double>(h.Percentile(q)), static_cast<double>(Exact(values, q)) * (1 - 1.0 / 128));
   }
 }

@@ -62,11 +62,13 @@ def percentile(histogram: dict, fraction: float) -> float | None:
     """Value below which `fraction` (0..1) of the recorded values fall, or None if empty.
 
     Walks the cumulative bucket counts to the bucket holding that rank. With
-    the shim's fine buckets ("sub_buckets") the answer is that bucket's low
-    edge: a value it could have recorded, within 1/sub_buckets below the true
-    one, exact where a bucket holds one value. Old coarse buckets are
-    interpolated linearly instead. Either way the result is clamped to [min,
-    max], the range of the values actually recorded, and fraction 1 is max.
+    the shim's fine buckets ("sub_buckets") the answer is a value of that
+    bucket, so within 1/sub_buckets of the true one: max in max's bucket
+    (unless min shares it), else the bucket's low edge, so that a bucket
+    holding one distinct value reads exactly (as libtcpadvise's
+    Histogram::Percentile does). Old coarse buckets are interpolated linearly
+    instead. Either way the result is clamped to [min, max], the range of the
+    values actually recorded, and fraction 1 is max.
     """
     if histogram["count"] == 0 or not histogram["buckets"]:
         return None
@@ -79,6 +81,8 @@ def percentile(histogram: dict, fraction: float) -> float | None:
         if count and cumulative + count >= rank:
             # The shim counts whole units (bytes, calls, clock ticks), so a coarse bucket at most one
             # unit wide holds one value: interpolating would invent fractions.
+            if fine and low <= histogram["max"] < high and not low <= histogram["min"] < high:
+                return histogram["max"]
             exact = fine or high - low <= 1
             value = low if exact else low + (high - low) * (rank - cumulative) / count
             return _clamp(value, histogram["min"], histogram["max"])
