@@ -6,9 +6,9 @@ of CPU and wall time per call.
 
 Writes bench/results/hooks-compare.{json,md}.
 
-usage: bench/hooks_compare.py --base DIR --build DIR [--runs N] [--min-time SECONDS]
+usage: bench/hooks_compare.py --base [NAME=]DIR [--build [NAME=]DIR] [--runs N] [--min-time SECONDS]
   (DIR: a build directory holding bench/hooks_bench, e.g. of a `git worktree`
-   of the base commit)
+   of the base commit; NAME labels it in the results)
 """
 import argparse
 import json
@@ -35,7 +35,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--min-time", type=float, default=0.5)
     args = parser.parse_args()
-    arms = {"base": args.base, "build": args.build}
+    arms = dict(arg.split("=", 1) if "=" in arg else (default, arg)
+                for default, arg in (("base", args.base), ("build", args.build)))
     samples = {arm: {name: [] for name in BENCHMARKS} for arm in arms}
     for _ in range(args.runs):
         for arm, build in arms.items():
@@ -57,7 +58,7 @@ def main() -> None:
              "ns per call, median [min-max].", "",
              "| benchmark | build | CPU time | wall time |", "|---|---|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['benchmark']} | {r['build']} (`{r['dir']}`) | {r['cpu_ns_median']:.1f} "
+        lines.append(f"| {r['benchmark']} | {r['build']} | {r['cpu_ns_median']:.1f} "
                      f"[{r['cpu_ns_min']:.1f}-{r['cpu_ns_max']:.1f}] | {r['wall_ns_median']:.1f} "
                      f"[{r['wall_ns_min']:.1f}-{r['wall_ns_max']:.1f}] |")
     (out / "hooks-compare.md").write_text("\n".join(lines) + "\n")
