@@ -64,7 +64,7 @@ ssize_t SendHeldThen(PolicyState* p, int fd, const iovec* iov, int iovcnt, int f
       if (errno == EAGAIN || errno == EWOULDBLOCK) p->nonblocking_ok = false;
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != EFAULT && held != 0) {
         // The connection is gone: the held bytes go with it, and this call reports why.
-        CountersOf(p).deferred_errors[ErrnoSlot(errno)].Increment();
+        CountersOf(p).deferred_errors.Add(ErrnoSlot(errno), 1);
         NoteHoldEnded(p, FlushCause::kLimit);
         p->held.store(0, std::memory_order_relaxed);
       }
@@ -161,7 +161,7 @@ bool Flush(PolicyState* p, int fd, FlushCause cause, bool may_block) {
         p->nonblocking_ok = false;
         return false;
       }
-      CountersOf(p).deferred_errors[ErrnoSlot(errno)].Increment();
+      CountersOf(p).deferred_errors.Add(ErrnoSlot(errno), 1);
       p->pending_errno = errno;
       NoteHoldEnded(p, cause);
       p->held.store(0, std::memory_order_relaxed);

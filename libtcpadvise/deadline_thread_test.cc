@@ -44,7 +44,7 @@ TEST(DeadlineThreadTest, NeverSendsIntoAnotherSocketOnTheSameNumber) {
   EXPECT_EQ(ReleaseExpired(f.state.hold_start + TicksFromUs(2000), 1), UINT64_MAX);
   EXPECT_EQ(other.ReadAvailable(50), "");
   EXPECT_TRUE(f.state.gone.load());
-  EXPECT_EQ(f.socket.stats.policy_counters.deferred_errors[EBADF].Get(), 1u);
+  EXPECT_EQ(f.socket.stats.policy_counters.deferred_errors.Get(EBADF), 1u);
   EXPECT_FALSE(AnyHeld());
   FreeBuffers(&f.state);
 }

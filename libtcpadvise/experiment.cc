@@ -150,11 +150,8 @@ int ArmOfHash(const ExperimentConfig& e, uint64_t h) {
 // ErrorCount counts a socket's failed calls; EAGAIN, EWOULDBLOCK and EINTR
 // are how non-blocking and interrupted calls work, not failures.
 uint64_t ErrorCount(const SocketStats& st) {
-  uint64_t n = 0;
-  for (int slot = 0; slot < kErrnoSlots; ++slot) {
-    if (slot != EAGAIN && slot != EWOULDBLOCK && slot != EINTR) n += st.errors[slot].Get();
-  }
-  return n;
+  static_assert(EAGAIN == EWOULDBLOCK, "one slot counts both");
+  return st.errors.Total() - st.errors.Get(EAGAIN) - st.errors.Get(EINTR);
 }
 
 ConnectionOutcome OutcomeOf(const ExperimentConfig& e, int arm, const SocketState& s, bool live, uint64_t now_ticks,
@@ -169,9 +166,9 @@ ConnectionOutcome OutcomeOf(const ExperimentConfig& e, int arm, const SocketStat
   o.drawn = static_cast<uint8_t>(ArmOfHash(e, ConnectionHash(e.seed, o.local, o.peer)));
   o.live = live;
   o.turns = turns.count;
-  o.turn_p50_ns = st.turn_ticks.Percentile(0.5) * ns_per_tick;
-  o.turn_mean_ns = turns.count ? turns.estimated_sum / static_cast<double>(turns.count) * ns_per_tick : 0;
-  o.sent_to_reply_mean_ns = sent.count ? sent.estimated_sum / static_cast<double>(sent.count) * ns_per_tick : 0;
+  o.turn_p50_ns = static_cast<double>(st.turn_ticks.Percentile(0.5)) * ns_per_tick;
+  o.turn_mean_ns = turns.count ? static_cast<double>(turns.sum) / static_cast<double>(turns.count) * ns_per_tick : 0;
+  o.sent_to_reply_mean_ns = sent.count ? static_cast<double>(sent.sum) / static_cast<double>(sent.count) * ns_per_tick : 0;
   o.bytes = st.write_bytes.Get() + st.read_bytes.Get();
   o.duration_ns = static_cast<uint64_t>(static_cast<double>(now_ticks - s.opened_ticks) * ns_per_tick);
   o.calls = st.write_calls.Get() + st.read_calls.Get();
@@ -221,7 +218,8 @@ void CheckGuardrail(const ExperimentConfig& e, const ArmTotals* totals, int arm)
   if (arm == 0 || stop.stopped || a.connections < g.min_connections || control.connections < g.min_connections) return;
   const double arm_rate = a.calls ? static_cast<double>(a.errors) / static_cast<double>(a.calls) : 0;
   const double control_rate = control.calls ? static_cast<double>(control.errors) / static_cast<double>(control.calls) : 0;
-  const double arm_p99 = a.turns.Percentile(0.99), control_p99 = control.turns.Percentile(0.99);
+  const double arm_p99 = static_cast<double>(a.turns.Percentile(0.99));
+  const double control_p99 = static_cast<double>(control.turns.Percentile(0.99));
   if (g.max_error_rate_increase >= 0 && arm_rate - control_rate > g.max_error_rate_increase) {
     snprintf(stop.reason, sizeof(stop.reason), "error rate %.4f against control's %.4f (bound +%.4f) over %llu connections",
              arm_rate, control_rate, g.max_error_rate_increase, static_cast<unsigned long long>(a.connections));
@@ -350,15 +348,13 @@ void EmitExperiment(JsonWriter* w, const ExperimentConfig& e, double ns_per_tick
     w->Uint(a.errors);
     w->Key("turn_ns");
     w->BeginArray();  // [low, high, count] buckets, as the trace's histograms
-    for (int b = 0; b < TicksHistogram::kBuckets; ++b) {
-      const uint64_t n = a.turns.buckets()[b].Get();
-      if (n == 0) continue;
+    a.turns.ForEachBucket([w, ns_per_tick](int b, uint64_t n) {
       w->BeginArray();
       w->Double(static_cast<double>(HistogramBucketLow(b)) * ns_per_tick);
       w->Double(static_cast<double>(HistogramBucketHigh(b)) * ns_per_tick);
       w->Uint(n);
       w->EndArray();
-    }
+    });
     w->EndArray();
     w->Key("stopped");
     w->Bool(g_stops[i].stopped);

@@ -1,87 +1,123 @@
-// Histogram: a log-linear histogram cheap enough for the hot path: four
-// buckets per power of two (exact below 8, within 12.5% above), a bucket index
-// from one count-leading-zeros, and a single counter to bump. Count, bounds
-// and sum are derived from the buckets when a trace is written, so a record
-// touches one cache line.
+// Histogram: a log-linear histogram in the style of HdrHistogram, exact where
+// it matters and small where most sockets are. Each power of two holds 128
+// buckets, so a bucket's low edge is within 1/128 (0.8%) of every value in
+// it, and values below 256 have a bucket each (exact). Count, min, max and
+// sum are exact. The buckets are SparseCounters: the few distinct buckets
+// most sockets use sit inline, and a histogram that outgrows them allocates
+// chunks of 128 buckets (one power of two) on first use. Thread rules are
+// SparseCounters' (sparse_counters.h).
 #ifndef TCPADVISE_HISTOGRAM_H_
 #define TCPADVISE_HISTOGRAM_H_
 
 #include <stdint.h>
 
 #include "counter.h"
+#include "sparse_counters.h"
 
 namespace tcpadvise {
 
-// HistogramBucketOf maps a value to its bucket, for values below 2^(max_msb+1);
-// larger values land in the last bucket. The two branches predict well; a
-// branch-free form measured slower (a longer dependency chain: 32 against
-// 26 ns for a write and a read in bench/hooks_bench.cc).
-inline int HistogramBucketOf(uint64_t value, int max_msb) {
-  if (value < 4) return static_cast<int>(value);
-  int msb = 63 - __builtin_clzll(value);
-  if (msb > max_msb) return (max_msb - 1) * 4 + 3;
-  return (msb - 1) * 4 + static_cast<int>((value >> (msb - 2)) & 3);
+class JsonWriter;
+
+// kHistogramSubBucketBits: 2^7 buckets per power of two.
+constexpr int kHistogramSubBucketBits = 7;
+constexpr int kHistogramSubBuckets = 1 << kHistogramSubBucketBits;
+// kHistogramBuckets covers every uint64_t value.
+constexpr int kHistogramBuckets = (64 - kHistogramSubBucketBits + 1) * kHistogramSubBuckets;
+
+// HistogramBucketOf maps a value to its bucket: the value itself below 256,
+// then 128 buckets per power of two. Branch-free: one count-leading-zeros.
+inline int HistogramBucketOf(uint64_t value) {
+  const int msb = 63 - __builtin_clzll(value | kHistogramSubBuckets);
+  const int shift = msb - kHistogramSubBucketBits;
+  return (shift << kHistogramSubBucketBits) + static_cast<int>(value >> shift);
 }
 
 // HistogramBucketLow is the smallest value in bucket b.
-uint64_t HistogramBucketLow(int bucket);
+inline uint64_t HistogramBucketLow(int bucket) {
+  if (bucket < 2 * kHistogramSubBuckets) return static_cast<uint64_t>(bucket);
+  const int shift = (bucket >> kHistogramSubBucketBits) - 1;
+  return static_cast<uint64_t>(bucket - (shift << kHistogramSubBucketBits)) << shift;
+}
 
-// HistogramBucketHigh is one past the largest value in bucket b.
+// HistogramBucketHigh is one past the largest value in bucket b (saturated
+// at 2^64-1 for the last bucket).
 uint64_t HistogramBucketHigh(int bucket);
 
-// HistogramSummary is what the buckets say about the recorded values: the
-// count exactly, the bounds to a bucket, the sum estimated from midpoints.
+// HistogramSummary is what a histogram knows exactly.
 struct HistogramSummary {
   uint64_t count = 0;
-  uint64_t min = 0;  // low bound of the lowest non-empty bucket
-  uint64_t max = 0;  // last value of the highest non-empty bucket
-  double estimated_sum = 0;
+  uint64_t min = 0;  // 0 when empty
+  uint64_t max = 0;
+  uint64_t sum = 0;  // wraps modulo 2^64: enough for any socket's bytes and ticks
 };
 
-// SummarizeBuckets computes a HistogramSummary over n buckets.
-HistogramSummary SummarizeBuckets(const Counter* buckets, int n);
-
-// BucketPercentile estimates the q-quantile (0..1) of n buckets: the middle of
-// the bucket that holds it; 0 when empty.
-double BucketPercentile(const Counter* buckets, int n, double q);
-
-// Histogram records values up to 2^(kMaxMsb+1); larger ones are clamped into
-// the last bucket.
-template <int kMaxMsb>
+// Histogram records uint64_t values.
 class Histogram {
  public:
-  static constexpr int kBuckets = (kMaxMsb - 1) * 4 + 4;
+  // kInlineBuckets: distinct buckets kept without allocating.
+  static constexpr int kInlineBuckets = 4;
 
   // Histogram::Record adds one value.
-  void Record(uint64_t value) { buckets_[HistogramBucketOf(value, kMaxMsb)].Increment(); }
-
-  // Histogram::MergeFrom adds every value of another histogram of the same size.
-  void MergeFrom(const Histogram& other) {
-    for (int b = 0; b < kBuckets; ++b) buckets_[b].Add(other.buckets_[b].Get());
+  [[gnu::always_inline]] void Record(uint64_t value) {
+    sum_.Add(value);
+    if (~value > min_inverted_.Get()) min_inverted_.Set(~value);
+    if (value > max_.Get()) max_.Set(value);
+    buckets_.Add(HistogramBucketOf(value), 1);
   }
 
-  // Histogram::Reset empties the histogram.
-  void Reset() {
-    for (Counter& b : buckets_) b.Set(0);
+  // Histogram::MergeFrom adds every value of other.
+  void MergeFrom(const Histogram& other);
+
+  // Histogram::Reset empties the histogram (its chunks stay allocated).
+  void Reset();
+
+  // Histogram::Summary is the exact count, bounds and sum.
+  HistogramSummary Summary() const;
+  uint64_t count() const { return buckets_.Total(); }
+
+  // Histogram::Percentile is the q-quantile (0..1), a value of the bucket
+  // that holds it, so within 0.8% of the true one and exact below 256: max
+  // in max's bucket (unless min shares it), else the bucket's low edge
+  // clamped to [min, max]. So a bucket that holds one distinct value reads
+  // exactly at either end. 0 when empty.
+  uint64_t Percentile(double q) const;
+
+  // Histogram::ForEachBucket calls fn(bucket, count) for each non-empty
+  // bucket in ascending order.
+  template <typename Fn>
+  void ForEachBucket(Fn fn) const {
+    buckets_.ForEach(fn);
   }
 
-  // Histogram::Percentile estimates the q-quantile (see BucketPercentile).
-  double Percentile(double q) const { return BucketPercentile(buckets_, kBuckets, q); }
+  // Histogram::unbucketed counts values that are in count, sum, min and
+  // max but in no bucket (memory ran out).
+  uint64_t unbucketed() const { return buckets_.lost(); }
 
-  // Histogram::Summary derives count, bounds and an estimated sum.
-  HistogramSummary Summary() const { return SummarizeBuckets(buckets_, kBuckets); }
-  uint64_t count() const { return Summary().count; }
-  const Counter* buckets() const { return buckets_; }
+  // Histogram::HeapBytes is what the histogram allocated beyond itself.
+  uint64_t HeapBytes() const { return buckets_.HeapBytes(); }
 
  private:
-  Counter buckets_[kBuckets];
+  Counter sum_;
+  // ~min, so that a zeroed histogram is empty and a smaller value is larger.
+  Counter min_inverted_;
+  Counter max_;
+  SparseCounters<kInlineBuckets, kHistogramBuckets> buckets_;
 };
 
-// Sizes in bytes below 2 TiB, counts below 32 million, durations in ticks
-// below about 2.4 hours at 4 GHz.
-using BytesHistogram = Histogram<40>;
-using CountHistogram = Histogram<24>;
-using TicksHistogram = Histogram<44>;
+// The units the shim records, for readers of SocketStats: sizes in bytes,
+// counts, and durations in clock ticks.
+using BytesHistogram = Histogram;
+using CountHistogram = Histogram;
+using TicksHistogram = Histogram;
+
+// EmitHistogram writes h as the trace's histogram object under key: exact
+// count, sum, min and max (times scale, e.g. nanoseconds per tick), and the
+// non-empty buckets as [index, count] pairs (docs in
+// advisor/tcpadvise/schemas/trace-1.schema.json). extra_count adds that
+// many values of extra_value that h does not hold (counted elsewhere, or a
+// live socket's unfinished burst), without touching h.
+void EmitHistogram(JsonWriter* w, const char* key, const char* unit, const Histogram& h, double scale = 1.0,
+                   uint64_t extra_count = 0, uint64_t extra_value = 1);
 
 }  // namespace tcpadvise
 

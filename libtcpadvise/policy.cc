@@ -94,7 +94,7 @@ void ApplyUnlessSet(SocketState* s, int fd, const PolicySettings& settings, AppO
 void DropHeld(PolicyState* p, int error_value) {
   const bool had_bytes = p->held.load(std::memory_order_relaxed) != 0 ||
                          p->overflow_length.load(std::memory_order_relaxed) != p->overflow_drained;
-  if (had_bytes) CountersOf(p).deferred_errors[ErrnoSlot(error_value)].Increment();
+  if (had_bytes) CountersOf(p).deferred_errors.Add(ErrnoSlot(error_value), 1);
   p->held.store(0, std::memory_order_relaxed);
   p->overflow_length.store(0, std::memory_order_relaxed);
   p->overflow_ready.store(0, std::memory_order_relaxed);

@@ -11,6 +11,11 @@
 
 namespace tcpadvise {
 
+// t_in_private_heap is set while this thread is inside the private heap: a
+// hook entered then is a signal handler that interrupted it, and must not
+// allocate (the heap's locks are not reentrant).
+extern __thread bool t_in_private_heap;
+
 // PrivateAlloc returns zeroed memory from the private heap, or nullptr.
 void* PrivateAlloc(size_t size);
 

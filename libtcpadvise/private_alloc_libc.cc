@@ -9,6 +9,9 @@
 
 namespace tcpadvise {
 
+// libc's heap handles its own reentry; the flag is set by tests only.
+__thread bool t_in_private_heap = false;
+
 void* PrivateAlloc(size_t size) { return calloc(1, size ? size : 1); }
 
 void* PrivateRealloc(void* p, size_t size) { return realloc(p, size ? size : 1); }

@@ -46,7 +46,7 @@ void PolicyCounters::MergeFrom(const PolicyCounters& o) {
   KeepMax(longest_hold_ticks, o.longest_hold_ticks);
   corks.Add(o.corks.Get());
   conflicts.Set(conflicts.Get() | o.conflicts.Get());
-  AddCounters(deferred_errors, o.deferred_errors, kErrnoSlots);
+  deferred_errors.MergeFrom(o.deferred_errors);
 }
 
 void PolicyCounters::Reset() {
@@ -56,7 +56,7 @@ void PolicyCounters::Reset() {
   longest_hold_ticks.Set(0);
   corks.Set(0);
   conflicts.Set(0);
-  ZeroCounters(deferred_errors, kErrnoSlots);
+  deferred_errors.Reset();
 }
 
 void SocketStats::MergeFrom(const SocketStats& o) {
@@ -78,7 +78,7 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   partial_writes.Add(o.partial_writes.Get());
   write_eagain.Add(o.write_eagain.Get());
   read_size.MergeFrom(o.read_size);
-  AddCounters(errors, o.errors, kErrnoSlots);
+  errors.MergeFrom(o.errors);
   policy_counters.MergeFrom(o.policy_counters);
 }
 
@@ -109,7 +109,7 @@ void SocketStats::Reset() {
   partial_writes.Set(0);
   write_eagain.Set(0);
   read_size.Reset();
-  ZeroCounters(errors, kErrnoSlots);
+  errors.Reset();
   policy_counters.Reset();
 }
 
@@ -185,7 +185,7 @@ uint64_t SocketIdentity::GroupHash() const {
 }
 
 void SocketState::CountError(int errno_value) {
-  stats.errors[ErrnoSlot(errno_value)].Increment();
+  stats.errors.Add(ErrnoSlot(errno_value), 1);
 }
 
 void SocketState::CountWriteError(int errno_value) {

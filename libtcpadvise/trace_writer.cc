@@ -39,16 +39,22 @@ const char* RoleName(Role role) {
   }
 }
 
-// EmitErrnoCounts writes errno slots as {"EPIPE": n, ...}, slot 0 as "other".
-void EmitErrnoCounts(JsonWriter* w, const char* key, const Counter (&slots)[kErrnoSlots]) {
+// EmitErrnoCounts writes errno slots as {"EPIPE": n, ...}; slot 0, and
+// failures the shim had no memory to sort by errno, as "other".
+void EmitErrnoCounts(JsonWriter* w, const char* key, const ErrnoCounts& slots) {
+  auto name = [](int e) { return e == 0 ? nullptr : strerrorname_np(e); };
+  uint64_t other = slots.lost();
+  slots.ForEach([&](int e, uint64_t n) { other += name(e) == nullptr ? n : 0; });
   w->Key(key);
   w->BeginObject();
-  for (int e = 0; e < kErrnoSlots; ++e) {
-    const uint64_t n = slots[e].Get();
-    if (n == 0) continue;
-    const char* name = e == 0 ? nullptr : strerrorname_np(e);
-    w->Key(name != nullptr ? name : "other");
+  slots.ForEach([&](int e, uint64_t n) {
+    if (name(e) == nullptr) return;
+    w->Key(name(e));
     w->Uint(n);
+  });
+  if (other != 0) {
+    w->Key("other");
+    w->Uint(other);
   }
   w->EndObject();
 }
@@ -67,54 +73,6 @@ void EmitEndpoint(JsonWriter* w, const char* key, const sockaddr_storage& a) {
   w->String(text);
   w->Key("port");
   w->Uint(port);
-  w->EndObject();
-}
-
-// HistogramOut describes one histogram for the trace: scale turns ticks
-// into nanoseconds; exact_sum replaces the estimate when a counter knows it;
-// extra_ones adds values of 1 that were not recorded one by one.
-struct HistogramOut {
-  const char* key;
-  const char* unit;
-  double scale = 1.0;
-  double exact_sum = -1;
-  uint64_t extra_ones = 0;
-};
-
-template <typename H>
-void EmitHistogram(JsonWriter* w, const H& h, const HistogramOut& out) {
-  HistogramSummary s = h.Summary();
-  if (out.extra_ones != 0) {
-    s.min = s.count == 0 || s.min > 1 ? 1 : s.min;
-    s.max = s.max < 1 ? 1 : s.max;
-    s.count += out.extra_ones;
-    s.estimated_sum += static_cast<double>(out.extra_ones);
-  }
-  const double sum = out.exact_sum >= 0 ? out.exact_sum : s.estimated_sum * out.scale;
-  w->Key(out.key);
-  w->BeginObject();
-  w->Key("unit");
-  w->String(out.unit);
-  w->Key("count");
-  w->Uint(s.count);
-  w->Key("sum");
-  w->Double(sum);
-  w->Key("min");
-  w->Double(static_cast<double>(s.min) * out.scale);
-  w->Key("max");
-  w->Double(static_cast<double>(s.max) * out.scale);
-  w->Key("buckets");
-  w->BeginArray();
-  for (int b = 0; b < H::kBuckets; ++b) {
-    const uint64_t n = h.buckets()[b].Get() + (b == 1 ? out.extra_ones : 0);
-    if (n == 0) continue;
-    w->BeginArray();
-    w->Double(static_cast<double>(HistogramBucketLow(b)) * out.scale);
-    w->Double(static_cast<double>(HistogramBucketHigh(b)) * out.scale);
-    w->Uint(n);
-    w->EndArray();
-  }
-  w->EndArray();
   w->EndObject();
 }
 
@@ -307,44 +265,39 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Uint(st.write_eagain.Get());
   EmitApiCounts(w, st.write_by_api, static_cast<int>(WriteApi::kCount), WriteApiNameAt);
   const uint64_t successful_writes = st.write_size.count();
-  EmitHistogram(w, st.write_size, {"size", "bytes", 1.0, static_cast<double>(st.write_bytes.Get())});
-  EmitHistogram(w, st.write_iovcnt, {"iovcnt", "count", 1.0, -1, successful_writes - st.write_iovcnt.count()});
-  EmitHistogram(w, st.write_ticks, {"syscall_ns", "ns", ns_per_tick});
+  EmitHistogram(w, "size", "bytes", st.write_size);
+  EmitHistogram(w, "iovcnt", "count", st.write_iovcnt, 1.0, successful_writes - st.write_iovcnt.count());
+  EmitHistogram(w, "syscall_ns", "ns", st.write_ticks, ns_per_tick);
   // The sampled call times scaled to every call: time spent inside write
   // calls, blocked on a full send buffer for the most part when it is large.
   const HistogramSummary sampled = st.write_ticks.Summary();
   w->Key("syscall_ns_total_est");
   w->Double(sampled.count == 0 ? 0.0
-                               : sampled.estimated_sum * ns_per_tick * static_cast<double>(st.write_calls.Get()) /
-                                     static_cast<double>(sampled.count));
-  EmitHistogram(w, st.gap_ticks, {"gap_ns", "ns", ns_per_tick});
+                               : static_cast<double>(sampled.sum) * ns_per_tick *
+                                     static_cast<double>(st.write_calls.Get()) / static_cast<double>(sampled.count));
+  EmitHistogram(w, "gap_ns", "ns", st.gap_ticks, ns_per_tick);
   w->EndObject();
 
+  // A live socket's unfinished burst counts as one more burst, added as the
+  // histograms are written: the socket's own state stays as it is.
   const uint64_t open_writes = open ? st.burst_open_writes.Get() : 0;
-  CountHistogram burst_writes;
-  BytesHistogram burst_bytes;
-  burst_writes.MergeFrom(st.burst_writes);
-  burst_bytes.MergeFrom(st.burst_bytes);
-  if (open_writes != 0) {
-    burst_writes.Record(open_writes);
-    burst_bytes.Record(st.burst_open_bytes.Get());
-  }
+  const uint64_t open_burst = open_writes != 0 ? 1 : 0;
   w->Key("bursts");
   w->BeginObject();
   w->Key("count");
-  w->Uint(burst_writes.count());
+  w->Uint(st.burst_writes.count() + open_burst);
   w->Key("open");
-  w->Bool(open_writes != 0);
-  EmitHistogram(w, burst_writes, {"writes", "count"});
-  EmitHistogram(w, burst_bytes, {"bytes", "bytes"});
+  w->Bool(open_burst != 0);
+  EmitHistogram(w, "writes", "count", st.burst_writes, 1.0, open_burst, open_writes);
+  EmitHistogram(w, "bytes", "bytes", st.burst_bytes, 1.0, open_burst, st.burst_open_bytes.Get());
   w->EndObject();
 
   w->Key("turns");
   w->BeginObject();
   w->Key("count");
   w->Uint(st.turn_ticks.count());
-  EmitHistogram(w, st.turn_ticks, {"ns", "ns", ns_per_tick});
-  EmitHistogram(w, st.sent_to_reply_ticks, {"sent_to_reply_ns", "ns", ns_per_tick});
+  EmitHistogram(w, "ns", "ns", st.turn_ticks, ns_per_tick);
+  EmitHistogram(w, "sent_to_reply_ns", "ns", st.sent_to_reply_ticks, ns_per_tick);
   w->EndObject();
 
   w->Key("reads");
@@ -354,7 +307,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("bytes");
   w->Uint(st.read_bytes.Get());
   EmitApiCounts(w, st.read_by_api, static_cast<int>(ReadApi::kCount), ReadApiNameAt);
-  EmitHistogram(w, st.read_size, {"size", "bytes", 1.0, static_cast<double>(st.read_bytes.Get())});
+  EmitHistogram(w, "size", "bytes", st.read_size);
   w->Key("eof");
   w->Uint(st.read_eof.Get());
   w->EndObject();

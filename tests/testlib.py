@@ -14,6 +14,7 @@ import time
 import jsonschema
 from click.testing import CliRunner
 
+from tcpadvise import hist as histograms
 from tcpadvise.cli import cli
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -97,8 +98,8 @@ def load_traces(out_dir):
 
 def holds_only(hist, value, count):
     """True when every recorded value of hist fell in the one bucket holding value."""
-    return hist["count"] == count and [b[2] for b in hist["buckets"]] == [count] and \
-        hist["buckets"][0][0] <= value < hist["buckets"][0][1]
+    buckets = histograms.ranges(hist)
+    return hist["count"] == count and [b[2] for b in buckets] == [count] and buckets[0][0] <= value < buckets[0][1]
 
 
 def sockets(trace, role=None):

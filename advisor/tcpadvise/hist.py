@@ -1,34 +1,93 @@
 """Figures from the shim's log-linear histograms.
 
-A histogram is the trace's dict: {"unit", "count", "sum", "min", "max",
-"buckets": [[lo, hi, count], ...]} with lo <= value < hi and only non-empty
-buckets listed.
+A histogram is the trace's dict {"unit", "count", "sum", "min", "max",
+"buckets"} with exact count, sum, min and max, in one of two encodings:
+
+- indexed (the shim's since it keeps 128 buckets per power of two): also
+  "sub_buckets" (128) and "scale" (units per recorded unit, e.g. ns per clock
+  tick), and "buckets": [[index, count], ...] in ascending index order. Index i
+  holds the recorded values [low(i), high(i)) below; below 2 * sub_buckets a
+  bucket holds one value. A value is reported as its bucket's low edge,
+  within 1/sub_buckets (0.8%) of it.
+- ranged: "buckets": [[lo, hi, count], ...] in the histogram's unit, lo <=
+  value < hi. Traces written before the indexed encoding (four buckets per
+  power of two) use it, and so does a merge of indexed histograms whose
+  scales differ (ns histograms of different processes); the latter keep
+  "sub_buckets" and are reported by low edges too.
+
+Only non-empty buckets are listed. Values that the shim counted but had no
+memory to put in a bucket ("unbucketed") are in count, sum, min and max only.
 """
 
 from collections import Counter
 from collections.abc import Iterable
 
 
+def bucket_low(index: int, sub_buckets: int) -> int:
+    """Smallest recorded value in bucket `index` of the indexed encoding."""
+    if index < 2 * sub_buckets:
+        return index
+    shift = index // sub_buckets - 1
+    return (index - shift * sub_buckets) << shift
+
+
+def bucket_high(index: int, sub_buckets: int) -> int:
+    """One past the largest recorded value in bucket `index`."""
+    if index < 2 * sub_buckets:
+        return index + 1
+    return bucket_low(index, sub_buckets) + (1 << (index // sub_buckets - 1))
+
+
+def bucket_of(value: int, sub_buckets: int = 128) -> int:
+    """Index of the bucket holding a recorded (whole, non-negative) value."""
+    if value < 2 * sub_buckets:
+        return value
+    shift = value.bit_length() - sub_buckets.bit_length()
+    return shift * sub_buckets + (value >> shift)
+
+
+def ranges(histogram: dict) -> list[tuple[float, float, int]]:
+    """The histogram's buckets as (lo, hi, count) in its unit, ascending."""
+    buckets = histogram["buckets"]
+    if not _indexed(histogram):
+        return sorted((low, high, count) for low, high, count in buckets)
+    sub_buckets, scale = histogram["sub_buckets"], histogram["scale"]
+    return sorted(
+        (_scaled(bucket_low(index, sub_buckets), scale), _scaled(bucket_high(index, sub_buckets), scale), count)
+        for index, count in buckets
+    )
+
+
 def percentile(histogram: dict, fraction: float) -> float | None:
     """Value below which `fraction` (0..1) of the recorded values fall, or None if empty.
 
-    Walks the cumulative bucket counts to the bucket holding that rank and
-    interpolates linearly inside it; the result is clamped to [min, max] so it
-    never leaves the range of the values actually recorded.
+    Walks the cumulative bucket counts to the bucket holding that rank. With
+    the shim's fine buckets ("sub_buckets") the answer is a value of that
+    bucket, so within 1/sub_buckets of the true one: max in max's bucket
+    (unless min shares it), else the bucket's low edge, so that a bucket
+    holding one distinct value reads exactly (as libtcpadvise's
+    Histogram::Percentile does). Old coarse buckets are interpolated linearly
+    instead. Either way the result is clamped to [min, max], the range of the
+    values actually recorded, and fraction 1 is max.
     """
     if histogram["count"] == 0 or not histogram["buckets"]:
         return None
     rank = fraction * histogram["count"]
+    if rank >= histogram["count"]:
+        return histogram["max"]  # the top is known exactly
+    fine = "sub_buckets" in histogram
     cumulative = 0
-    for low, high, count in sorted(histogram["buckets"]):
+    for low, high, count in ranges(histogram):
         if count and cumulative + count >= rank:
-            # The shim counts whole units (bytes, calls, clock ticks), so a bucket at most one
-            # unit wide (every bucket below 8 units) holds one value: interpolating would invent fractions.
-            exact = high - low <= 1
+            # The shim counts whole units (bytes, calls, clock ticks), so a coarse bucket at most one
+            # unit wide holds one value: interpolating would invent fractions.
+            if fine and low <= histogram["max"] < high and not low <= histogram["min"] < high:
+                return histogram["max"]
+            exact = fine or high - low <= 1
             value = low if exact else low + (high - low) * (rank - cumulative) / count
             return _clamp(value, histogram["min"], histogram["max"])
         cumulative += count
-    # Bucket counts summing to less than "count" (a torn snapshot): the top is the best answer.
+    # Bucket counts summing to less than "count" (unbucketed values, a torn snapshot): the top.
     return histogram["max"]
 
 
@@ -40,25 +99,52 @@ def mean(histogram: dict) -> float | None:
 
 
 def merge(histograms: Iterable[dict]) -> dict:
-    """One histogram holding every value of the given ones, which must share a unit."""
+    """One histogram holding every value of the given ones, which must share a unit.
+
+    Indexed histograms of one scale merge bucket by bucket and stay indexed;
+    any other mix merges as ranges.
+    """
     histograms = list(histograms)
     units = {histogram["unit"] for histogram in histograms}
     if len(units) != 1:
         raise ValueError(f"cannot merge histograms of units {sorted(units)}")
-    bucket_counts: Counter[tuple[float, float]] = Counter()
-    for histogram in histograms:
-        for low, high, count in histogram["buckets"]:
-            bucket_counts[(low, high)] += count
     # An empty histogram's min and max are placeholders, not values.
     non_empty = [histogram for histogram in histograms if histogram["count"]]
-    return {
+    merged = {
         "unit": units.pop(),
         "count": sum(histogram["count"] for histogram in histograms),
         "sum": sum(histogram["sum"] for histogram in histograms),
         "min": min((histogram["min"] for histogram in non_empty), default=0),
         "max": max((histogram["max"] for histogram in non_empty), default=0),
-        "buckets": [[low, high, count] for (low, high), count in sorted(bucket_counts.items())],
     }
+    if all(_indexed(histogram) for histogram in histograms):
+        layouts = {(histogram["sub_buckets"], histogram["scale"]) for histogram in non_empty}
+        if len(layouts) <= 1:
+            sub_buckets, scale = layouts.pop() if layouts else (
+                histograms[0]["sub_buckets"], histograms[0]["scale"])
+            by_index: Counter[int] = Counter()
+            for histogram in histograms:
+                for index, count in histogram["buckets"]:
+                    by_index[index] += count
+            return merged | {"sub_buckets": sub_buckets, "scale": scale,
+                             "buckets": [[index, count] for index, count in sorted(by_index.items())]}
+    by_range: Counter[tuple[float, float]] = Counter()
+    for histogram in histograms:
+        for low, high, count in ranges(histogram):
+            by_range[(low, high)] += count
+    fine = {histogram["sub_buckets"] for histogram in histograms if "sub_buckets" in histogram}
+    if fine and len(fine) == 1 and all("sub_buckets" in histogram for histogram in histograms):
+        merged["sub_buckets"] = fine.pop()
+    return merged | {"buckets": [[low, high, count] for (low, high), count in sorted(by_range.items())]}
+
+
+def _scaled(value: int, scale: float) -> float:
+    # Whole units stay integers: exact beyond 2**53.
+    return value if scale == 1 else value * scale
+
+
+def _indexed(histogram: dict) -> bool:
+    return "scale" in histogram
 
 
 def _clamp(value: float, lowest: float, highest: float) -> float:

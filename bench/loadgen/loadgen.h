@@ -53,40 +53,11 @@ bool WriteAll(int fd, const char* buf, size_t n);
 std::string ReadToEnd(int fd);
 
 // Histograms are the shim's own (libtcpadvise/histogram.h), written in the
-// trace's form {"unit", "count", "sum", "min", "max", "buckets": [[lo, hi, n]]}
-// so the advisor reads both with one module (tcpadvise/hist.py).
+// trace's form by its EmitHistogram, so the advisor reads both with one
+// module (tcpadvise/hist.py).
 using BytesHistogram = tcpadvise::BytesHistogram;
 using NsHistogram = tcpadvise::TicksHistogram;
-
-template <typename H>
-void EmitHistogram(tcpadvise::JsonWriter* w, const char* key, const char* unit, const H& h) {
-  const tcpadvise::HistogramSummary s = h.Summary();
-  w->Key(key);
-  w->BeginObject();
-  w->Key("unit");
-  w->String(unit);
-  w->Key("count");
-  w->Uint(s.count);
-  w->Key("sum");
-  w->Double(s.estimated_sum);
-  w->Key("min");
-  w->Uint(s.min);
-  w->Key("max");
-  w->Uint(s.max);
-  w->Key("buckets");
-  w->BeginArray();
-  for (int b = 0; b < H::kBuckets; ++b) {
-    const uint64_t n = h.buckets()[b].Get();
-    if (n == 0) continue;
-    w->BeginArray();
-    w->Uint(tcpadvise::HistogramBucketLow(b));
-    w->Uint(tcpadvise::HistogramBucketHigh(b));
-    w->Uint(n);
-    w->EndArray();
-  }
-  w->EndArray();
-  w->EndObject();
-}
+using tcpadvise::EmitHistogram;
 
 // ---- the far end ----
 

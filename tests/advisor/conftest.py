@@ -13,20 +13,42 @@ from pathlib import Path
 
 import pytest
 
+from tcpadvise import hist
+
 REPO = Path(__file__).resolve().parents[2]
 BUILT_SHIM = REPO / "build" / "preload" / "libtcpadvise.so"
 
 
-def bucket_of(value: int) -> tuple[int, int]:
-    """The shim's bucket [lo, hi) for a value: exact below 8, four per power of two above."""
-    if value < 8:
-        return value, value + 1
-    step = 1 << (value.bit_length() - 3)
-    low = value - value % step
-    return low, low + step
+def make_hist(values=(), unit: str = "bytes", scale: float = 1.0) -> dict:
+    """A histogram as the shim writes it (libtcpadvise/histogram.cc EmitHistogram): values are
+    recorded units (ticks for ns), scale converts them; whole units stay integers."""
+    counts: dict[int, int] = {}
+    for value in values:
+        counts[hist.bucket_of(value)] = counts.get(hist.bucket_of(value), 0) + 1
+    scaled = (lambda v: v) if scale == 1 else (lambda v: v * scale)
+    return {
+        "unit": unit,
+        "count": len(values),
+        "sum": scaled(sum(values)),
+        # The shim writes 0 for an empty histogram's min and max.
+        "min": scaled(min(values, default=0)),
+        "max": scaled(max(values, default=0)),
+        "sub_buckets": 128,
+        "scale": scale,
+        "buckets": [[index, count] for index, count in sorted(counts.items())],
+    }
 
 
-def make_hist(values=(), unit: str = "bytes") -> dict:
+def make_ranged_hist(values=(), unit: str = "bytes") -> dict:
+    """A histogram as traces written before the indexed encoding hold it: [lo, hi, count]
+    buckets, exact below 8, four per power of two above."""
+    def bucket_of(value: int) -> tuple[int, int]:
+        if value < 8:
+            return value, value + 1
+        step = 1 << (value.bit_length() - 3)
+        low = value - value % step
+        return low, low + step
+
     counts: dict[tuple[int, int], int] = {}
     for value in values:
         counts[bucket_of(value)] = counts.get(bucket_of(value), 0) + 1
@@ -34,7 +56,6 @@ def make_hist(values=(), unit: str = "bytes") -> dict:
         "unit": unit,
         "count": len(values),
         "sum": sum(values),
-        # The shim writes 0 for an empty histogram's min and max.
         "min": min(values, default=0),
         "max": max(values, default=0),
         "buckets": [[low, high, count] for (low, high), count in sorted(counts.items())],

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Memory the shim costs per open tracked connection.
+
+A server (bench/conn_holder.c) accepts N loopback connections, serves a few
+request/response rounds on each (a 64-byte request, a 512-byte reply, a read
+that meets EAGAIN) and holds them all open; its resident set size (VmRSS) is
+read then. The same run is made without the shim and under it (and under any
+other shim given with --compare, e.g. an older build); the clients never run
+under a shim. Per connection = (RSS under the shim - RSS without) / N, summed
+over the server processes.
+
+RLIMIT_NOFILE caps the fds of one process (its hard limit is 20000 on this
+project's machines and cannot be raised there), so a count above
+--per-process connections is split over several server processes, each with
+its own client and source address 127.0.0.K (each source address has its own
+28k ephemeral ports). The shim's state is per process, so the split does not
+change what a connection costs; the shim's fixed cost per process (measured
+with 0 connections) is reported, and subtracted in the "marginal" column.
+Snapshots are set an hour apart so that a snapshot's buffer is not counted.
+
+Writes bench/results/memory-per-connection.{json,md}.
+
+usage: bench/memory_per_connection.py [--build DIR] [--counts 1000,10000,100000]
+                                      [--per-process N] [--rounds N] [--runs N]
+                                      [--compare NAME=PATH/libtcpadvise.so]
+"""
+import argparse
+import json
+import math
+import os
+import pathlib
+import platform
+import resource
+import statistics
+import subprocess
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def rss_bytes(pid: int) -> int:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def expect(proc: subprocess.Popen, prefix: str) -> str:
+    line = proc.stdout.readline()
+    if not line.startswith(prefix):
+        raise RuntimeError(f"conn_holder said {line!r}, expected {prefix!r}: {proc.stderr.read()}")
+    return line
+
+
+def measure(holder: str, shim: str | None, count: int, per_process: int, rounds: int, out_dir: str) -> int:
+    """Summed VmRSS of the server processes holding count connections."""
+    processes = max(1, math.ceil(count / per_process))
+    env = dict(os.environ, TCPADVISE_OUT=out_dir, TCPADVISE_INTERVAL="3600")
+    env.pop("LD_PRELOAD", None)
+    server_env = dict(env, LD_PRELOAD=shim) if shim else env
+    started = []
+    try:
+        servers = []
+        for k in range(processes):
+            n = count // processes + (1 if k < count % processes else 0)
+            server = subprocess.Popen([holder, "server", "0", str(n), str(rounds)], env=server_env, text=True,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            started.append(server)
+            port = int(expect(server, "listening").split()[1])
+            client = subprocess.Popen([holder, "client", str(port), str(n), str(rounds), f"127.0.0.{k + 2}"],
+                                      env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE)
+            started.append(client)
+            servers.append((server, client))
+        total = 0
+        for server, client in servers:
+            expect(client, "ready")
+            expect(server, "ready")
+            total += rss_bytes(server.pid)
+        return total
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=str(REPO / "build"))
+    parser.add_argument("--counts", default="1000,10000,100000")
+    parser.add_argument("--per-process", type=int, default=12500)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure; the median is kept")
+    parser.add_argument("--compare", action="append", default=[], metavar="NAME=SHIM",
+                        help="another shim to measure beside this build's (e.g. base=../base/build/preload/libtcpadvise.so)")
+    args = parser.parse_args()
+    build = pathlib.Path(args.build)
+    holder = str(build / "bench" / "conn_holder")
+    shims = {"shim": str(build / "preload" / "libtcpadvise.so")}
+    shims.update(dict(item.split("=", 1) for item in args.compare))
+    counts = [int(c) for c in args.counts.split(",")]
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+    def median_rss(shim, count):
+        with tempfile.TemporaryDirectory() as out_dir:
+            return statistics.median(measure(holder, shim, count, args.per_process, args.rounds, out_dir)
+                                     for _ in range(args.runs))
+
+    fixed = {name: median_rss(path, 0) - median_rss(None, 0) for name, path in shims.items()}
+    rows = []
+    for count in counts:
+        plain = median_rss(None, count)
+        processes = max(1, math.ceil(count / args.per_process))
+        for name, path in shims.items():
+            under = median_rss(path, count)
+            row = {
+                "shim": name,
+                "connections": count,
+                "server_processes": processes,
+                "rss_plain_bytes": plain,
+                "rss_shim_bytes": under,
+                "per_connection_bytes": (under - plain) / count,
+                "marginal_per_connection_bytes": (under - plain - processes * fixed[name]) / count,
+            }
+            rows.append(row)
+            print(f"{name:>6} {count:>7} connections in {processes} process(es): "
+                  f"{row['per_connection_bytes']:8.0f} B per connection "
+                  f"({row['marginal_per_connection_bytes']:.0f} B marginal)", flush=True)
+
+    results = {
+        "machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "rlimit_nofile_hard": nofile},
+        "rounds_per_connection": args.rounds,
+        "runs_per_figure": args.runs,
+        "fixed_per_process_bytes": fixed,
+        "rows": rows,
+    }
+    out = REPO / "bench" / "results"
+    (out / "memory-per-connection.json").write_text(json.dumps(results, indent=2) + "\n")
+    lines = [
+        "# Memory per open tracked connection",
+        "",
+        "`bench/memory_per_connection.py`: a server holding N open loopback connections (each served "
+        f"{args.rounds} rounds of a 64-byte request and a 512-byte reply, then a read meeting EAGAIN), its VmRSS "
+        "under the shim minus without, divided by N; median of "
+        f"{args.runs} runs. Above {args.per_process} connections the server is split over several "
+        f"processes (RLIMIT_NOFILE hard limit here: {nofile}).",
+        "",
+        "| shim | connections | server processes | RSS without shim | RSS under shim | per connection | marginal |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['shim']} | {row['connections']} | {row['server_processes']} | "
+            f"{row['rss_plain_bytes'] / 2**20:.1f} MiB | {row['rss_shim_bytes'] / 2**20:.1f} MiB | "
+            f"{row['per_connection_bytes']:.0f} B | {row['marginal_per_connection_bytes']:.0f} B |")
+    lines += ["", "Fixed cost of the shim per process (0 connections): "
+              + ", ".join(f"{name} {value / 2**20:.2f} MiB" for name, value in fixed.items()), ""]
+    (out / "memory-per-connection.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
