@@ -18,7 +18,7 @@ from tcpadvise import hist as histograms
 from tcpadvise.cli import cli
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-BUILD = pathlib.Path(os.environ.get("TCPADVISE_BUILD", REPO / "build"))
+BUILD = pathlib.Path(os.environ.get("TCPADVISE_BUILD", REPO / "build")).resolve()  # tests run programs in other directories
 SCHEMA = json.loads((REPO / "advisor/tcpadvise/schemas/trace-1.schema.json").read_text())
 
 

@@ -195,7 +195,7 @@ def test_the_turn_is_timed_from_the_first_write_under_every_policy(tmp_path, red
     (sock,) = [s for s in trace["sockets"] if s["role"] == "client"]
     turns = sock["turns"]
     assert turns["count"] == 15
-    assert turns["ns"]["buckets"][0][0] >= 6e6 * 0.8, turns["ns"]["buckets"]
+    assert turns["ns"]["min"] >= 6e6 * 0.8, turns["ns"]
     turn_mean = turns["ns"]["sum"] / turns["count"]
     sent_mean = turns["sent_to_reply_ns"]["sum"] / turns["sent_to_reply_ns"]["count"]
     assert turns["sent_to_reply_ns"]["count"] == 15 and sent_mean <= turn_mean

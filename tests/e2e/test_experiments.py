@@ -34,8 +34,10 @@ def test_small_write_clients_name_coalesce_the_winner(tmp_path, server_factory):
     arms = {arm["name"]: arm for arm in report["arms"]}
     assert arms["control"]["connections"] + arms["treat"]["connections"] == 40
     assert min(arm["connections"] for arm in arms.values()) >= 10
-    # The turn includes the client's 15 writes (40 threads on 2 cores) under both arms.
-    assert arms["control"]["turn_p50_us"] > 20000 > 10000 > arms["treat"]["turn_p50_us"]
+    # The turn includes the client's 15 writes (40 threads on 2 cores) under both arms:
+    # control waits for delayed ACKs (about 40 ms), treat only for the scheduler.
+    assert arms["control"]["turn_p50_us"] > 20000
+    assert arms["treat"]["turn_p50_us"] * 4 < arms["control"]["turn_p50_us"], arms
     (comparison,) = report["comparisons"]
     assert comparison["significant"] and comparison["ratio_cs"][1] < 0.5
     assert report["split"]["ok"] and not report["warnings"], (report["split"], report["warnings"])
