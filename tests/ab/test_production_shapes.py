@@ -161,7 +161,7 @@ experiment:
     - {name: nagle, policy: observe}
   guardrail: {max_p99_ratio: 3, min_connections: 3}
 """)
-    pool = Pool(tmp_path / "traces", config, redis_port, "--connections", "12", "--more", "12", "--after", "2")
+    pool = Pool(tmp_path / "traces", config, redis_port, "--connections", "12", "--more", "12", "--after", "4")
     try:
         assert pool.proc.stdout.readline() == "more\n"
         time.sleep(0.6)
