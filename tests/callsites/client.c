@@ -11,13 +11,13 @@ __attribute__((noinline)) static int write_header(int fd, int n) {
   char header[8];
   memset(header, 'h', sizeof(header));
   header[0] = (char)n;
-  return write(fd, header, sizeof(header)) == (ssize_t)sizeof(header);
+  return write(fd, header, sizeof(header)) == (ssize_t)sizeof(header); /* header-write */
 }
 
 __attribute__((noinline)) static int write_body(int fd) {
   char body[32];
   memset(body, 'b', sizeof(body));
-  return send(fd, body, sizeof(body), 0) == (ssize_t)sizeof(body);
+  return send(fd, body, sizeof(body), 0) == (ssize_t)sizeof(body); /* body-write */
 }
 
 int main(int argc, char** argv) {
