@@ -94,8 +94,9 @@ def test_c_client_names_both_writers_with_lines_and_counts(tmp_path, port):
     assert pathlib.Path(body["file"]).name == "client.c" and body["line"] == line_of("client.c", "body-write")
     assert (header["writes"], header["bytes"], header["first_of_burst"]) == (REQUESTS, 8 * REQUESTS, REQUESTS)
     assert (body["writes"], body["bytes"], body["first_of_burst"]) == (REQUESTS, 32 * REQUESTS, 0)
-    assert header["module"] == client and header["stack"][0]["function"] == "write_header"
-    assert any(frame["function"] == "main" for frame in header["stack"])
+    # The whole stack: (libasan's interceptor under ASan,) write_header, main.
+    functions = [frame["function"] for frame in header["stack"]]
+    assert header["module"] == client and functions.index("write_header") < functions.index("main")
     # The finding about the small writes names both, and says where to change the code.
     nagle = [f for f in report["findings"] if {"write_header", "write_body"} <= {s["function"] for s in f["call_sites"]}]
     assert nagle, report["findings"]
