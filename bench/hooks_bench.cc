@@ -6,6 +6,7 @@
 // around real write(2) calls on a loopback TCP connection, for context (there
 // the syscall dominates and run-to-run noise is larger than the overhead).
 #include <benchmark/benchmark.h>
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 
 #include <atomic>
 
+#include "libtcpadvise/call_sites.h"
 #include "libtcpadvise/clock.h"
 #include "libtcpadvise/background_thread.h"
 #include "libtcpadvise/hooks.h"
@@ -90,6 +92,33 @@ void BM_Write_Stub_TrackedSocket(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(hooks::Write(kTrackedFd, g_buf, 2));
 }
 BENCHMARK(BM_Write_Stub_TrackedSocket);
+
+// WithCallSites turns call-site sampling on, with libunwind, for one benchmark.
+struct WithCallSites {
+  explicit WithCallSites(CallSiteMode mode) {
+    void* unwinder = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    CallSitesConfigure(CallSiteSettings{mode, 16, 64},
+                       unwinder != nullptr ? reinterpret_cast<UnwindFn>(dlsym(unwinder, "unw_backtrace")) : nullptr);
+  }
+  ~WithCallSites() { CallSitesConfigure(CallSiteSettings{CallSiteMode::kOff, 0, 0}, nullptr); }
+};
+
+// A tracked write with call sites sampled as by default (one in 64 past the
+// socket's first 16), and with every write's stack taken: the latter minus
+// BM_Write_Stub_TrackedSocket is the cost of one sampled write.
+void BM_Write_Stub_TrackedSocket_CallSitesSample(benchmark::State& state) {
+  Stubbed stubbed;
+  WithCallSites sites(CallSiteMode::kSample);
+  for (auto _ : state) benchmark::DoNotOptimize(hooks::Write(kTrackedFd, g_buf, 2));
+}
+BENCHMARK(BM_Write_Stub_TrackedSocket_CallSitesSample);
+
+void BM_Write_Stub_TrackedSocket_CallSitesAll(benchmark::State& state) {
+  Stubbed stubbed;
+  WithCallSites sites(CallSiteMode::kAll);
+  for (auto _ : state) benchmark::DoNotOptimize(hooks::Write(kTrackedFd, g_buf, 2));
+}
+BENCHMARK(BM_Write_Stub_TrackedSocket_CallSitesAll);
 
 void BM_WriteRead_Stub_TrackedSocket(benchmark::State& state) {
   // A burst of one write and a read: the read closes the burst and the turn.
