@@ -167,7 +167,7 @@ def test_python_frames_are_the_interpreters(tmp_path, port):
     functions = {site["function"] for site in sites}
     # The socket module's C functions, named, not garbage.
     assert any(name and name.startswith("sock_send") for name in functions), functions
-    assert all(site["module"] and "python" in site["module"].lower() or "_socket" in site["module"] for site in sites)
+    assert all(site["module"] and ("python" in site["module"].lower() or "_socket" in site["module"]) for site in sites)
 
 
 def test_static_binary_is_blind(tmp_path, port):
