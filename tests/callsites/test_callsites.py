@@ -180,3 +180,27 @@ def test_static_binary_is_blind(tmp_path, port):
     assert result.exit_code == 0, result.output
     assert "statically linked" in result.stderr
     assert not list(out.glob("*.*.json"))
+
+
+def test_pyelftools_alone_gives_the_same_lines(tmp_path):
+    """Without addr2line: pyelftools' symbols and DWARF line tables."""
+    client = build("gcc", tmp_path / "client", "-g", "-O1", str(HERE / "client.c"))
+    with_tool, alone = Symbolizer(), Symbolizer(use_addr2line=False)
+    symbols = subprocess.run(["nm", client], capture_output=True, text=True, check=True).stdout.split("\n")
+    start = next(int(line.split()[0], 16) for line in symbols if line.endswith(" write_body"))
+    for offset in range(start + 1, start + 40):
+        a, b = with_tool.resolve({"path": client}, offset), alone.resolve({"path": client}, offset)
+        assert b["function"] == a["function"] == "write_body"
+        assert (pathlib.Path(b["file"]).name, b["line"]) == (pathlib.Path(a["file"]).name, a["line"]), offset
+
+
+def test_missing_foreign_or_rebuilt_files_stay_module_offset(tmp_path):
+    client = build("gcc", tmp_path / "client", "-g", "-O1", str(HERE / "client.c"))
+    not_elf = tmp_path / "not-elf"
+    not_elf.write_bytes(b"\x7fELF" + b"\xff" * 100)
+    symbolizer = Symbolizer()
+    for module in ({"path": str(tmp_path / "gone")}, {"path": str(not_elf)},
+                   {"path": client, "build_id": "00" * 20}, None):
+        frame = symbolizer.resolve(module, 0x1189)
+        assert frame["file"] is None and frame["offset"] == 0x1189
+        assert frame["function"] is None or module is None
