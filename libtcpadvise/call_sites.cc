@@ -9,6 +9,10 @@
 
 #include <atomic>
 
+// Only libunwind's types: its functions are looked up in the dlopen'ed library.
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
 #include "json_writer.h"
 #include "raw_log.h"
 #include "socket_state.h"
@@ -83,6 +87,34 @@ int g_module_count = 0;
 // g_stack_index maps a stack slot to its index in the trace's list (-1: not in it).
 int32_t g_stack_index[kStackSlots];
 bool g_module_used[kMaxModules];
+
+// g_unw holds libunwind's local unwinding functions. unw_backtrace's fast
+// path walks frames from a cache without checking that the memory it reads
+// is mapped: under ThreadSanitizer it crashed on a thread's frame (a read at
+// a small address). Stepping with unw_step falls back to the frame chain
+// only with that check, so a bad frame ends the stack instead.
+struct Unwinder {
+  int (*getcontext)(unw_context_t*);
+  int (*init_local)(unw_cursor_t*, unw_context_t*);
+  int (*step)(unw_cursor_t*);
+  int (*get_reg)(unw_cursor_t*, unw_regnum_t, unw_word_t*);
+};
+Unwinder g_unw;
+
+// StepUnwind fills frames with the return addresses of its caller's stack,
+// the caller's own first, as unw_backtrace does.
+int StepUnwind(void** frames, int max) {
+  unw_context_t context;
+  unw_cursor_t cursor;
+  if (g_unw.getcontext(&context) != 0 || g_unw.init_local(&cursor, &context) != 0) return 0;
+  int n = 0;
+  while (n < max && g_unw.step(&cursor) > 0) {
+    unw_word_t ip = 0;
+    if (g_unw.get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
+    frames[n++] = reinterpret_cast<void*>(ip);
+  }
+  return n;
+}
 
 uint64_t Mix(uint64_t h) {
   h ^= h >> 33;
@@ -312,13 +344,25 @@ void CallSitesStart() {
   // RTLD_LOCAL: libunwind's backtrace and _Unwind_* stay out of the
   // process's symbol scope (glibc's backtrace, libgcc's exceptions).
   void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-  UnwindFn unwind = handle != nullptr ? reinterpret_cast<UnwindFn>(dlsym(handle, "unw_backtrace")) : nullptr;
+  if (handle != nullptr) {
+    g_unw.getcontext = reinterpret_cast<decltype(g_unw.getcontext)>(dlsym(handle, "_Ux86_64_getcontext"));
+    g_unw.init_local = reinterpret_cast<decltype(g_unw.init_local)>(dlsym(handle, "_ULx86_64_init_local"));
+    g_unw.step = reinterpret_cast<decltype(g_unw.step)>(dlsym(handle, "_ULx86_64_step"));
+    g_unw.get_reg = reinterpret_cast<decltype(g_unw.get_reg)>(dlsym(handle, "_ULx86_64_get_reg"));
+  }
+  const bool found = g_unw.getcontext != nullptr && g_unw.init_local != nullptr && g_unw.step != nullptr &&
+                     g_unw.get_reg != nullptr;
+  UnwindFn unwind = found ? StepUnwind : nullptr;
   if (unwind == nullptr) {
     g_problem = "libunwind.so.8 could not be loaded; call sites were not sampled";
     RawWarning("%s", g_problem);
     return;
   }
   dl_iterate_phdr(FindSelf, nullptr);
+  // One unwind now, while the process has one thread: libunwind sets itself
+  // up lazily on first use (its signal mask, its caches), racing otherwise.
+  void* frames[4];
+  unwind(frames, 4);
   CallSitesConfigure(settings, unwind);
 }
 
