@@ -6,7 +6,6 @@
 // around real write(2) calls on a loopback TCP connection, for context (there
 // the syscall dominates and run-to-run noise is larger than the overhead).
 #include <benchmark/benchmark.h>
-#include <dlfcn.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -93,12 +92,12 @@ void BM_Write_Stub_TrackedSocket(benchmark::State& state) {
 }
 BENCHMARK(BM_Write_Stub_TrackedSocket);
 
-// WithCallSites turns call-site sampling on, with libunwind, for one benchmark.
+// WithCallSites turns call-site sampling on for one benchmark, as the shim
+// does at start (libunwind loaded, its unwinder).
 struct WithCallSites {
-  explicit WithCallSites(CallSiteMode mode) {
-    void* unwinder = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-    CallSitesConfigure(CallSiteSettings{mode, 16, 64},
-                       unwinder != nullptr ? reinterpret_cast<UnwindFn>(dlsym(unwinder, "unw_backtrace")) : nullptr);
+  explicit WithCallSites(const char* mode) {
+    setenv("TCPADVISE_CALL_SITES", mode, 1);
+    CallSitesStart();
   }
   ~WithCallSites() { CallSitesConfigure(CallSiteSettings{CallSiteMode::kOff, 0, 0}, nullptr); }
 };
@@ -108,14 +107,14 @@ struct WithCallSites {
 // BM_Write_Stub_TrackedSocket is the cost of one sampled write.
 void BM_Write_Stub_TrackedSocket_CallSitesSample(benchmark::State& state) {
   Stubbed stubbed;
-  WithCallSites sites(CallSiteMode::kSample);
+  WithCallSites sites("sample");
   for (auto _ : state) benchmark::DoNotOptimize(hooks::Write(kTrackedFd, g_buf, 2));
 }
 BENCHMARK(BM_Write_Stub_TrackedSocket_CallSitesSample);
 
 void BM_Write_Stub_TrackedSocket_CallSitesAll(benchmark::State& state) {
   Stubbed stubbed;
-  WithCallSites sites(CallSiteMode::kAll);
+  WithCallSites sites("all");
   for (auto _ : state) benchmark::DoNotOptimize(hooks::Write(kTrackedFd, g_buf, 2));
 }
 BENCHMARK(BM_Write_Stub_TrackedSocket_CallSitesAll);

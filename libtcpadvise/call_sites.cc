@@ -304,13 +304,13 @@ CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, cons
     }
   }
   if (first != nullptr && first[0] != '\0' && !ParseCount(first, 1u << 20, &s.first)) {
-    *warning = "TCPADVISE_CALL_SITES_FIRST must be a count from 0 to 1048576; using 16";
-    s.first = 16;
+    *warning = "TCPADVISE_CALL_SITES_FIRST must be a count from 0 to 1048576; using 4";
+    s.first = CallSiteSettings().first;
   }
   uint64_t every_value = 0;
   if (every != nullptr && every[0] != '\0') {
     if (!ParseCount(every, 1u << 20, &every_value) || every_value == 0 || (every_value & (every_value - 1)) != 0) {
-      *warning = "TCPADVISE_CALL_SITES_EVERY must be a power of two from 1 to 1048576; using 64";
+      *warning = "TCPADVISE_CALL_SITES_EVERY must be a power of two from 1 to 1048576; using 256";
     } else {
       s.every = every_value;
     }
@@ -358,6 +358,12 @@ void CallSitesStart() {
     RawWarning("%s", g_problem);
     return;
   }
+  // A cache per thread: the global one takes a lock around each step with
+  // every signal blocked, two sigprocmask calls a frame.
+  using SetCachingPolicy = int (*)(unw_addr_space_t, unw_caching_policy_t);
+  auto set_caching_policy = reinterpret_cast<SetCachingPolicy>(dlsym(handle, "_ULx86_64_set_caching_policy"));
+  auto* local_space = static_cast<unw_addr_space_t*>(dlsym(handle, "_ULx86_64_local_addr_space"));
+  if (set_caching_policy != nullptr && local_space != nullptr) set_caching_policy(*local_space, UNW_CACHE_PER_THREAD);
   dl_iterate_phdr(FindSelf, nullptr);
   // One unwind now, while the process has one thread: libunwind sets itself
   // up lazily on first use (its signal mask, its caches), racing otherwise.

@@ -50,8 +50,8 @@ TEST(CallSiteSettingsTest, ParsesAndRejects) {
   s = ParseCallSiteSettings("most", "-1", "100", &warning);
   EXPECT_NE(warning, nullptr);
   EXPECT_EQ(s.mode, CallSiteMode::kSample);
-  EXPECT_EQ(s.first, 16u);
-  EXPECT_EQ(s.every, 64u);
+  EXPECT_EQ(s.first, 4u);
+  EXPECT_EQ(s.every, 256u);
 }
 
 TEST_F(CallSitesTest, DueOnFirstWritesThenOneInEvery) {
