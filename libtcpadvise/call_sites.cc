@@ -300,7 +300,7 @@ CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, cons
     } else if (strcmp(mode, "all") == 0) {
       s.mode = CallSiteMode::kAll;
     } else {
-      *warning = "TCPADVISE_CALL_SITES must be off, sample or all; using sample";
+      *warning = "TCPADVISE_CALL_SITES must be off, sample or all; using off";
     }
   }
   if (first != nullptr && first[0] != '\0' && !ParseCount(first, 1u << 20, &s.first)) {

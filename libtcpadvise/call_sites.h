@@ -28,8 +28,14 @@ enum class CallSiteMode : uint8_t { kOff, kSample, kAll };
 // CallSiteSettings come from TCPADVISE_CALL_SITES (off, sample, all),
 // TCPADVISE_CALL_SITES_FIRST (writes always sampled per socket) and
 // TCPADVISE_CALL_SITES_EVERY (then one write in this many, a power of two).
+//
+// Off unless asked for: libunwind checks frames it walks by the chain of
+// frame pointers by reading and writing one byte through a pipe of its own,
+// with read and write; a program that closed every fd (closefrom) can have
+// those numbers reused for its sockets, and then libunwind's byte goes to
+// the socket (seen as a hang in a program that closes every fd).
 struct CallSiteSettings {
-  CallSiteMode mode = CallSiteMode::kSample;
+  CallSiteMode mode = CallSiteMode::kOff;
   // A sampled write costs about 8 us (libunwind's unw_step, 10 frames):
   // 4 per connection and one in 256 keep that near 1% of a loopback RPC.
   uint64_t first = 4;
