@@ -29,7 +29,7 @@ test-cpp:
 
 test-python:
 	TCPADVISE_BUILD=$(BUILD) $(PYTEST) -q tests/advisor tests/e2e tests/ab tests/conformance tests/faults \
-	  tests/realprogs tests/rules tests/bench
+	  tests/realprogs tests/rules tests/bench tests/callsites
 
 # The shim and its unit tests built with AddressSanitizer and UBSan; the
 # end-to-end tests preload libasan ahead of the instrumented shim.
@@ -39,7 +39,7 @@ test-asan: deps
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 	TCPADVISE_BUILD=$(ASAN_BUILD) TCPADVISE_PRELOAD_FIRST=$$(gcc -print-file-name=libasan.so) \
 	  ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  $(PYTEST) -q tests/e2e tests/ab tests/conformance tests/faults
+	  $(PYTEST) -q tests/e2e tests/ab tests/conformance tests/faults tests/callsites
 
 # ThreadSanitizer where threads meet: the core's concurrency tests, and the
 # end-to-end and conformance cases marked `thread` (application threads, fork,

@@ -15,6 +15,7 @@
 
 #include <atomic>
 
+#include "libtcpadvise/call_sites.h"
 #include "libtcpadvise/clock.h"
 #include "libtcpadvise/background_thread.h"
 #include "libtcpadvise/hooks.h"
@@ -90,6 +91,33 @@ void BM_Write_Stub_TrackedSocket(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(hooks::Write(kTrackedFd, g_buf, 2));
 }
 BENCHMARK(BM_Write_Stub_TrackedSocket);
+
+// WithCallSites turns call-site sampling on for one benchmark, as the shim
+// does at start (libunwind loaded, its unwinder).
+struct WithCallSites {
+  explicit WithCallSites(const char* mode) {
+    setenv("TCPADVISE_CALL_SITES", mode, 1);
+    CallSitesStart();
+  }
+  ~WithCallSites() { CallSitesConfigure(CallSiteSettings{CallSiteMode::kOff, 0, 0}, nullptr); }
+};
+
+// A tracked write with call sites sampled as by default (one in 64 past the
+// socket's first 16), and with every write's stack taken: the latter minus
+// BM_Write_Stub_TrackedSocket is the cost of one sampled write.
+void BM_Write_Stub_TrackedSocket_CallSitesSample(benchmark::State& state) {
+  Stubbed stubbed;
+  WithCallSites sites("sample");
+  for (auto _ : state) benchmark::DoNotOptimize(hooks::Write(kTrackedFd, g_buf, 2));
+}
+BENCHMARK(BM_Write_Stub_TrackedSocket_CallSitesSample);
+
+void BM_Write_Stub_TrackedSocket_CallSitesAll(benchmark::State& state) {
+  Stubbed stubbed;
+  WithCallSites sites("all");
+  for (auto _ : state) benchmark::DoNotOptimize(hooks::Write(kTrackedFd, g_buf, 2));
+}
+BENCHMARK(BM_Write_Stub_TrackedSocket_CallSitesAll);
 
 void BM_WriteRead_Stub_TrackedSocket(benchmark::State& state) {
   // A burst of one write and a read: the read closes the burst and the turn.

@@ -10,7 +10,13 @@ request/response rounds (one 64-byte write, a 64-byte reply, TCP_NODELAY)
 against `burst server`, both pinned to CPU 0; a run's figure is its median round trip. In the shim arm both processes run under the shim.
 Prints a table and writes bench/results/observe-overhead.{json,md}.
 
-usage: bench/observe_overhead.py [--build DIR] [--runs N] [--rounds N]
+With --call-sites the shim arm is three: call-site sampling off, sample (the
+default) and all (every write's stack taken); the overheads are against the
+plain run of the same pair, and the per-sampled-write cost is (all - off) per
+round trip over its 2 writes (client's and server's, on the one CPU). Writes
+bench/results/observe-overhead-call-sites.{json,md}.
+
+usage: bench/observe_overhead.py [--build DIR] [--runs N] [--rounds N] [--call-sites]
 """
 import argparse
 import json
@@ -69,6 +75,7 @@ def main():
     parser.add_argument("--build", default=str(REPO / "build"))
     parser.add_argument("--runs", type=int, default=40, help="runs per arm")
     parser.add_argument("--rounds", type=int, default=20000, help="round trips per run")
+    parser.add_argument("--call-sites", action="store_true", help="shim arms with call-site sampling off, sample, all")
     args = parser.parse_args()
     build = pathlib.Path(args.build)
     burst = str(build / "tests/progs/burst")
@@ -76,9 +83,14 @@ def main():
     plain_env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     with tempfile.TemporaryDirectory() as out:
         shim_env = dict(plain_env, LD_PRELOAD=shim, TCPADVISE_OUT=out)
-        arms = {"plain": [], "shim": []}
+        envs = {"plain": plain_env, "shim": shim_env}
+        if args.call_sites:
+            del envs["shim"]
+            for mode in ("off", "sample", "all"):
+                envs[f"call-sites {mode}"] = dict(shim_env, TCPADVISE_CALL_SITES=mode)
+        arms = {name: [] for name in envs}
         for i in range(args.runs):
-            for name, env in (("plain", plain_env), ("shim", shim_env)):
+            for name, env in envs.items():
                 arms[name].append(run_once(burst, env, args.rounds))
                 print(f"run {i + 1}/{args.runs} {name}: median round trip {arms[name][-1]:.2f} us", flush=True)
     summary = {}
@@ -86,6 +98,9 @@ def main():
         summary[name] = {"runs": len(runs), "round_us_median_of_runs": statistics.median(runs),
                          "round_us_min_of_runs": min(runs),
                          "per_run_round_us": [round(r, 3) for r in runs]}
+    if args.call_sites:
+        write_call_site_results(args, summary)
+        return
     plain, shim_arm = summary["plain"], summary["shim"]
     paired_pct, paired_ci = paired_overhead(plain["per_run_round_us"], shim_arm["per_run_round_us"])
     overhead = {
@@ -109,6 +124,35 @@ def main():
                  f"{args.rounds} rounds per run.")
     table = "\n".join(lines)
     (results / "observe-overhead.md").write_text(table + "\n")
+    print(table)
+
+
+def write_call_site_results(args, summary):
+    plain = summary["plain"]["per_run_round_us"]
+    overhead = {}
+    for name, s in summary.items():
+        if name != "plain":
+            pct, ci = paired_overhead(plain, s["per_run_round_us"])
+            overhead[name] = {"paired_median_pct": pct, "paired_ci95_pct": ci}
+    off, every = np.array(summary["call-sites off"]["per_run_round_us"]), np.array(summary["call-sites all"]["per_run_round_us"])
+    per_write_ns = float(np.median(every - off)) * 1000 / 2
+    result = {"benchmark": "observe-overhead-call-sites", "rounds_per_run": args.rounds, "machine": platform.node(),
+              "kernel": platform.release(), "cpus": os.cpu_count(), "arms": summary, "overhead": overhead,
+              "per_sampled_write_ns": per_write_ns}
+    results = REPO / "bench" / "results"
+    results.mkdir(exist_ok=True)
+    (results / "observe-overhead-call-sites.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = ["| arm | runs | round trip, median of runs (us) | overhead vs plain, paired median (95% CI) |",
+             "|---|---|---|---|"]
+    for name, s in summary.items():
+        o = overhead.get(name)
+        cell = f"{o['paired_median_pct']:+.2f}% ({o['paired_ci95_pct'][0]:+.2f} to {o['paired_ci95_pct'][1]:+.2f}%)" if o else ""
+        lines.append(f"| {name} | {s['runs']} | {s['round_us_median_of_runs']:.2f} | {cell} |")
+    lines.append("")
+    lines.append(f"Per sampled write (all - off, paired median, 2 writes a round): {per_write_ns:.0f} ns. "
+                 f"Kernel {platform.release()}, {os.cpu_count()} CPUs, {args.rounds} rounds per run.")
+    table = "\n".join(lines)
+    (results / "observe-overhead-call-sites.md").write_text(table + "\n")
     print(table)
 
 

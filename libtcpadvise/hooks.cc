@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "address.h"
+#include "call_sites.h"
 #include "clock.h"
 #include "coalesce.h"
 #include "errno_saver.h"
@@ -44,6 +45,9 @@ template <typename Count, typename Call>
     count = iovcnt;
   }
   s->OnWrite(api, result, result < 0 ? errno : 0, count, start, syscall_ticks);
+  if (CallSiteDue(s->stats.write_calls.Get()) && result > 0) {
+    SampleCallSite(s->id.cookie, static_cast<uint64_t>(result), s->stats.burst_open_writes.Get() == 1);
+  }
   MaybeSnapshot(start);
   return result;
 }

@@ -10,6 +10,7 @@
 #include <atomic>
 
 #include "background_thread.h"
+#include "call_sites.h"
 #include "policy.h"
 #include "raw_log.h"
 #include "real_libc.h"
@@ -147,6 +148,7 @@ void RuntimeStart() {
     LoadPolicyConfig(config);
     ApplyConfigOutput();
   }
+  CallSitesStart();
   pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
   g_active.store(true, std::memory_order_release);
   StartSignalWatch();

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include "call_sites.h"
 #include "clock.h"
 #include "experiment.h"
 #include "policy.h"
@@ -173,6 +174,7 @@ void SocketTable::FoldIntoGroup(SocketState* closed) {
     SocketState*& slot = groups_[(hash + static_cast<uint64_t>(i)) % capacity];
     if (slot != nullptr && slot->inherited == closed->inherited && slot->id.SameGroup(closed->id)) {
       slot->MergeFrom(*closed);
+      CallSitesFold(closed->id.cookie, slot);
       return;
     }
     if (slot == nullptr) {
@@ -181,6 +183,7 @@ void SocketTable::FoldIntoGroup(SocketState* closed) {
       if (slot == nullptr) return;
       ++group_count_;
       slot->MergeFrom(*closed);
+      CallSitesFold(closed->id.cookie, slot);
       return;
     }
   }
@@ -188,6 +191,7 @@ void SocketTable::FoldIntoGroup(SocketState* closed) {
   if (overflow_group_ == nullptr) return;
   ++groups_dropped_;
   overflow_group_->MergeFrom(*closed);
+  CallSitesFold(closed->id.cookie, overflow_group_);
 }
 
 void SocketTable::LetWaitersIn() {

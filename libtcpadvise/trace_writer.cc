@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "address.h"
+#include "call_sites.h"
 #include "errno_saver.h"
 #include "experiment.h"
 #include "json_writer.h"
@@ -226,6 +227,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->String(s.id.local.ss_family == AF_INET6 ? "ipv6" : "ipv4");
   EmitEndpoint(w, "local", s.id.local);
   EmitEndpoint(w, "peer", s.id.peer);
+  EmitSocketCallSites(w, s, open);
   w->Key("service_port");
   w->Uint(s.id.ServicePort());
 
@@ -412,6 +414,7 @@ bool SerializeTrace(JsonWriter* w, bool final) {
     w->Key("policy_fail_open");
     w->String(fail_open);
   }
+  EmitCallSites(w);
   w->Key("sockets");
   w->BeginArray();
   // Groups first, then the live sockets. Every kSocketsPerHold sockets a
@@ -447,6 +450,7 @@ void WriteTrace(bool final) {
     return;
   }
   JsonWriter w;
+  CallSitesPrepare();
   g_table.Lock();
   const bool any = SerializeTrace(&w, final);
   g_table.Unlock();

@@ -10,6 +10,7 @@ packages=(
   libyaml-cpp-dev      # the policy config parser
   libgtest-dev libgmock-dev
   libbenchmark-dev     # bench/
+  libunwind-dev        # call sites: the shim's local unwinder (static, hidden)
   iproute2 util-linux  # ip, taskset
   python3 python3-pip
   redis-server redis-tools nginx curl wrk  # tests/realprogs: real servers and clients

@@ -27,6 +27,7 @@ from .calibration import Calibration, field_unit
 from .metrics import METRICS, MetricValues, Scope, Subject, member_scopes, subjects_of
 from .report import Report
 from .rulebook import SEVERITIES, Rule, Rulebook, choose, evaluate, evidence_item, fill, level
+from .symbolize import call_sites_sentence, merge_call_sites
 from .units import format_value
 
 SEEDS_DIR = "../shared/seeds"
@@ -64,6 +65,9 @@ def advise(report: Report, rulebook: Rulebook, calibration: Calibration | None =
                 continue
             item = finding(rule, where.subject, where, evidence, calibration)
             item["scope"] = scope_json(subject)
+            item["call_sites"] = scope_call_sites(report, where.subject)
+            if item["call_sites"] and item["recommendation"]["code"]:
+                item["recommendation"]["code"] += " " + call_sites_sentence(item["call_sites"])
             if isinstance(subject, Scope):
                 # Held on the whole but on no item alone (counts add up): every connection shares it.
                 item["scope"]["affected_connections"] = (
@@ -127,6 +131,13 @@ def _measured_effect(
         measured["text"],
         lambda name: format_value(figures[name], field_unit(name)) if name in figures else metric_text(name),
     )
+
+
+def scope_call_sites(report: Report, subject: Subject) -> list[dict]:
+    """The call sites of a scope's sockets added together, most writes first (none for a run)."""
+    if not isinstance(subject, Scope):
+        return []
+    return merge_call_sites([report.sockets[index].get("call_sites", []) for index in subject.sockets])
 
 
 def scope_json(subject: Subject) -> dict:

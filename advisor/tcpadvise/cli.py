@@ -112,6 +112,16 @@ def cli() -> None:
     type=click.IntRange(0, MAX_SEED),
     help="With --ab: the seed of the draws (default: random, saved in DIR).",
 )
+@click.option(
+    "--call-sites",
+    type=click.Choice(["off", "sample", "all"]),
+    default="off",
+    show_default=True,
+    help="Which writes have their call stack taken, so that the report names the code that "
+    "writes: sample (a socket's first 4 writes, then about one in 256), all (every write: "
+    "exact counts, about 8 us a write), or off. Not for a program that closes every fd "
+    "(closefrom): libunwind keeps a pipe of its own (README, Call sites).",
+)
 @click.argument("command", nargs=-1, required=True, metavar="CMD [ARGS]...")
 @click.pass_context
 def record_command(
@@ -121,6 +131,7 @@ def record_command(
     policy: str | None,
     ab_arms: str | None,
     seed: int | None,
+    call_sites: str,
     command: tuple[str, ...],
 ) -> None:
     """Run CMD with the tcpadvise shim preloaded and record its TCP use.
@@ -140,6 +151,11 @@ def record_command(
     small writes and sends them as one (docs/policy-config.md says what each
     promises). The traces say which rule matched each socket and what the
     policy did.
+
+    With --call-sites the shim also samples the call stacks of writes: the
+    report names, per socket group and in each finding, the function and
+    file:line that writes (module+offset when the binary has no symbols),
+    read from the binaries on this machine, matched by build-id.
 
     \b
     Example:
@@ -168,7 +184,9 @@ def record_command(
         if policy is not None:
             raise click.UsageError("--ab and --policy exclude each other (an experiment's arms carry the policies)")
         experiment = experiment_config(parse_arms(ab_arms), seed)
-    manifest = record(command, out_dir, interval, warn=_warn, policy=policy, experiment=experiment)
+    manifest = record(
+        command, out_dir, interval, warn=_warn, policy=policy, experiment=experiment, call_sites=call_sites
+    )
     click.echo(summary_line(out_dir), err=True)
     ctx.exit(manifest["exit_status"])
 

@@ -28,6 +28,7 @@ def record(
     warn: Callable[[str], None],
     policy: str | None = None,
     experiment: str | None = None,
+    call_sites: str = "off",
 ) -> dict:
     """Run `command` with the shim preloaded, wait for it, write and return the record manifest.
 
@@ -35,6 +36,7 @@ def record(
     `policy` is a built-in policy name or a config file (docs/policy-config.md).
     `experiment`, instead of `policy`, is the text of a config (ab.experiment_config)
     to save as OUT_DIR/policy.yaml and apply.
+    `call_sites` (off, sample, all) is which writes have their call stack taken.
     The manifest's exit_status is the command's (128+N when killed by signal N).
     """
     shim = find_shim()
@@ -48,6 +50,7 @@ def record(
     except OSError as error:
         raise RecordError(f"{out_dir}: cannot create the output directory ({error.strerror})") from None
     environment = shim_environment(os.environ, shim, out_dir.resolve(), interval)
+    environment["TCPADVISE_CALL_SITES"] = call_sites
     if experiment is not None:
         # Written only now, so that a command not found leaves no policy.yaml behind.
         policy = str(write_policy_file(out_dir, experiment))

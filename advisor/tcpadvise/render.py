@@ -18,12 +18,16 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from .metrics import Scope, subjects_of
 from .report import Report
 from .rulebook import SEVERITIES
+from .symbolize import call_site_line, merge_call_sites, site_text
 from .units import DASH, format_bytes, format_duration_us, format_number, format_value
 
 # Wider than any table, to measure its natural width.
 _WIDE = 10_000
+# _CALL_SITES_SHOWN: the sites a socket group or finding names in text (JSON has them all).
+_CALL_SITES_SHOWN = 5
 
 
 def render_json(report: Report) -> str:
@@ -55,7 +59,24 @@ def render_text(report: Report, console: Console) -> None:
     for warning in report.warnings:
         # soft_wrap leaves a warning on one line for grep; a terminal wraps it anyway.
         console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
+    _render_call_sites(report, console)
     _render_findings(report.findings, console)
+
+
+def _render_call_sites(report: Report, console: Console) -> None:
+    """Per socket group (a program's sockets to one service), the code that writes the most."""
+    for scope in subjects_of(report):
+        if not isinstance(scope, Scope):
+            continue
+        sites = merge_call_sites([report.sockets[index].get("call_sites", []) for index in scope.sockets])
+        if not sites:
+            continue
+        where = f"server :{scope.local_port}" if scope.role == "server" else f"{scope.role} → {scope.peer}:{scope.peer_port}"
+        console.print(Text(f"call sites: {scope.program} {where}", style="bold"))
+        for site in sites[:_CALL_SITES_SHOWN]:
+            console.print(f"  {call_site_line(site)}", soft_wrap=True, highlight=False)
+        if len(sites) > _CALL_SITES_SHOWN:
+            console.print(f"  ... {len(sites) - _CALL_SITES_SHOWN} more (--format json lists them all)", highlight=False)
 
 
 # A cell is a list of short lines: stacked in a table, joined by commas in a block.
@@ -171,6 +192,7 @@ def _finding_block(finding: dict) -> Group:
         "evidence": ", ".join(_evidence_text(item) for item in finding["evidence"]),
         "policy": _policy_text(recommendation["policy"]),
         "code": recommendation["code"],
+        "call sites": ", ".join(site_text(site) for site in finding.get("call_sites", [])[:_CALL_SITES_SHOWN]),
         "note": recommendation["note"],
         "effect": finding["expected_effect"],
         "source": ", ".join(finding["source"]["seeds"] or [finding["source"]["note"]]),

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from . import hist
 from .elfinfo import BinaryInfo, blind_spot
+from .symbolize import Symbolizer, socket_call_sites
 from .traces import Inputs, Manifest, Trace
 from .units import ns_to_us
 
@@ -67,12 +68,13 @@ def build_report(inputs: Inputs) -> Report:
     A connection seen by several processes (a prefork server's listener and the child serving
     it) is one item: entries with the same cookie are merged and counted once.
     """
+    symbolizer = Symbolizer()
     entries = _once_per_connection(
         _without_handed_off_copies([(trace, socket) for trace in inputs.traces for socket in trace.data["sockets"]])
     )
     return Report(
         traces=inputs.traces,
-        sockets=[socket_item(trace, socket, pids) for trace, socket, pids in entries],
+        sockets=[socket_item(trace, socket, pids, symbolizer) for trace, socket, pids in entries],
         raw_sockets=[socket for _, socket, _ in entries],
         manifests=inputs.manifests,
         warnings=[*inputs.warnings, *report_warnings(inputs)],
@@ -142,8 +144,11 @@ def _activity(socket: dict) -> int:
     return socket["writes"]["calls"] + socket["reads"]["calls"]
 
 
-def socket_item(trace: Trace, socket: dict, pids: list[int] | None = None) -> dict:
-    """The report's summary of one socket (or group) of a trace; `pids`: every process that held it."""
+def socket_item(
+    trace: Trace, socket: dict, pids: list[int] | None = None, symbolizer: Symbolizer | None = None
+) -> dict:
+    """The report's summary of one socket (or group) of a trace; `pids`: every process that held it;
+    its call sites resolved with `symbolizer` (none without one)."""
     return {
         "program": trace.data["program"],
         "pid": trace.data["pid"],
@@ -165,6 +170,7 @@ def socket_item(trace: Trace, socket: dict, pids: list[int] | None = None) -> di
         "options": socket["options"],
         **socket_figures(socket),
         "tcp_info": socket.get("tcp_info", {}),
+        "call_sites": socket_call_sites(trace.data, socket, symbolizer) if symbolizer else [],
     }
 
 

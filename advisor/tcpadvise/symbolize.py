@@ -1,0 +1,278 @@
+"""Name the code that writes: a trace's call-site stacks (module + offset) turned into functions and lines.
+
+The shim stores each frame as a module (path, build-id, load base) and the return address's offset
+from that base, which is the ELF virtual address of the instruction after the call. Here those are
+resolved offline: `addr2line` (binutils) for function, file and line when it is installed, else
+pyelftools' symbol tables and DWARF line tables; C++ names demangled (addr2line -C, c++filt). A file
+whose build-id differs from the trace's (rebuilt since) is not trusted: its frames stay module+offset.
+"""
+
+import bisect
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import NoteSection, SymbolTableSection
+
+# Modules whose frames are never the one a finding names: libc and the loader, the sanitizer
+# runtimes, and the shim itself (the program's code is what calls them).
+_RUNTIME_PREFIXES = ("libc.so", "libc-", "libpthread", "ld-linux", "libasan", "libtsan", "libubsan", "libtcpadvise")
+# Files larger than this are not parsed (a trace names any path; time and memory stay bounded).
+_MAX_FILE_BYTES = 1 << 30
+_TOOL_TIMEOUT_S = 60
+
+
+@dataclass
+class _Elf:
+    path: str
+    symbols: list[tuple[int, int, str]] = field(default_factory=list)  # (address, size, name), sorted
+    starts: list[int] = field(default_factory=list)
+    lines: list[tuple[int, str, int]] | None = None  # (address, file, line), sorted; None until read
+    has_dwarf: bool = False
+
+
+def _build_id(elf: ELFFile) -> str | None:
+    for section in elf.iter_sections():
+        if isinstance(section, NoteSection):
+            for note in section.iter_notes():
+                if note["n_type"] == "NT_GNU_BUILD_ID":
+                    return note["n_desc"]
+    return None
+
+
+def is_runtime_module(path: str) -> bool:
+    """Whether frames in the module at `path` are runtime (libc, loader, sanitizer, shim), not the program."""
+    return os.path.basename(path).startswith(_RUNTIME_PREFIXES)
+
+
+def demangle(names: list[str]) -> dict[str, str]:
+    """C++ names demangled with c++filt when installed; others (and all without it) as they are."""
+    mangled = sorted({name for name in names if name.startswith("_Z")})
+    result = {name: name for name in names}
+    tool = shutil.which("c++filt")
+    if mangled and tool:
+        try:
+            out = subprocess.run(
+                [tool], input="\n".join(mangled) + "\n", capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S
+            ).stdout.splitlines()
+        except (OSError, subprocess.SubprocessError):
+            out = []
+        if len(out) == len(mangled):
+            result.update(zip(mangled, out))
+    return result
+
+
+class Symbolizer:
+    """Resolves (module, offset) frames, caching each file's tables and each address's answer."""
+
+    def __init__(self, use_addr2line: bool = True):
+        self._addr2line = shutil.which("addr2line") if use_addr2line else None
+        self._files: dict[tuple[str, str | None], _Elf | None] = {}
+        self._answers: dict[tuple[str, str | None, int], dict] = {}
+
+    def resolve(self, module: dict | None, offset: int) -> dict:
+        """One frame: function, file, line (None where unknown), module path and offset."""
+        return self.resolve_many(module, [offset])[0]
+
+    def resolve_many(self, module: dict | None, offsets: list[int]) -> list[dict]:
+        """Frames of one module (None: code in no module, such as JIT code) at these offsets."""
+        if module is None:
+            return [_frame(None, "[unknown code: JIT or unmapped]", None, None, offset) for offset in offsets]
+        path, build_id = module.get("path", ""), module.get("build_id")
+        key = (path, build_id)
+        todo = sorted({o for o in offsets if (path, build_id, o) not in self._answers})
+        if todo:
+            elf = self._open(path, build_id)
+            for offset, answer in zip(todo, self._lookup(elf, path, todo)):
+                self._answers[(path, build_id, offset)] = answer
+        return [self._answers[(*key, offset)] for offset in offsets]
+
+    def _open(self, path: str, build_id: str | None) -> _Elf | None:
+        key = (path, build_id)
+        if key not in self._files:
+            self._files[key] = _read_elf(path, build_id)
+        return self._files[key]
+
+    def _lookup(self, elf: _Elf | None, path: str, offsets: list[int]) -> list[dict]:
+        if elf is None:
+            return [_frame(path, None, None, None, offset) for offset in offsets]
+        # A return address is the instruction after the call: the call is at the byte before.
+        pcs = [max(offset - 1, 0) for offset in offsets]
+        found = self._addr2line_lookup(path, pcs) if self._addr2line and elf.has_dwarf else None
+        names = demangle([name for name in (_symbol(elf, pc) for pc in pcs) if name])
+        answers = []
+        for index, (offset, pc) in enumerate(zip(offsets, pcs)):
+            function, file, line = found[index] if found else (None, None, None)
+            if function is None:
+                symbol = _symbol(elf, pc)
+                function = names.get(symbol, symbol) if symbol else None
+            if file is None and elf.has_dwarf and not found:
+                file, line = _line(elf, pc)
+            answers.append(_frame(path, function, file, line, offset))
+        return answers
+
+    def _addr2line_lookup(self, path: str, pcs: list[int]) -> list[tuple] | None:
+        try:
+            out = subprocess.run(
+                [self._addr2line, "-C", "-f", "-e", path, *(hex(pc) for pc in pcs)],
+                capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S,
+            ).stdout.splitlines()
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if len(out) != 2 * len(pcs):
+            return None
+        result = []
+        for function, where in zip(out[0::2], out[1::2]):
+            file, _, line = where.rpartition(":")
+            line = line.split(" ", 1)[0]
+            result.append((
+                None if function == "??" else function,
+                None if file in ("??", "") else file,
+                int(line) if line.isdigit() and line != "0" else None,
+            ))
+        return result
+
+
+def _frame(module: str | None, function: str | None, file: str | None, line: int | None, offset: int) -> dict:
+    return {"function": function, "file": file, "line": line, "module": module, "offset": offset}
+
+
+def _read_elf(path: str, build_id: str | None) -> _Elf | None:
+    """The file's symbols (and whether it has DWARF), or None when it is missing, not ELF,
+    too large, or not the build the trace saw (build-ids differ)."""
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > _MAX_FILE_BYTES:
+            return None
+        with open(path, "rb") as stream:
+            elf = ELFFile(stream)
+            if build_id is not None and _build_id(elf) not in (None, build_id):
+                return None
+            result = _Elf(path=path, has_dwarf=elf.get_section_by_name(".debug_line") is not None)
+            table = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
+            if isinstance(table, SymbolTableSection):
+                for symbol in table.iter_symbols():
+                    if symbol["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC") and symbol["st_value"]:
+                        result.symbols.append((symbol["st_value"], symbol["st_size"], symbol.name))
+            result.symbols.sort()
+            result.starts = [start for start, _, _ in result.symbols]
+            return result
+    except (OSError, ELFError, ValueError, KeyError, IndexError, AttributeError, AssertionError):
+        return None
+
+
+def _symbol(elf: _Elf, pc: int) -> str | None:
+    index = bisect.bisect_right(elf.starts, pc) - 1
+    if index < 0:
+        return None
+    start, size, name = elf.symbols[index]
+    return name if pc < start + max(size, 1) else None
+
+
+def _line(elf: _Elf, pc: int) -> tuple[str | None, int | None]:
+    """File and line from pyelftools' DWARF line tables (when addr2line is not installed)."""
+    if elf.lines is None:
+        elf.lines = []
+        try:
+            with open(elf.path, "rb") as stream:
+                dwarf = ELFFile(stream).get_dwarf_info()
+                for unit in dwarf.iter_CUs():
+                    program = dwarf.line_program_for_CU(unit)
+                    if program is None:
+                        continue
+                    files = program["file_entry"]
+                    version = program["version"]
+                    for entry in program.get_entries():
+                        state = entry.state
+                        if state is None or state.end_sequence:
+                            continue
+                        index = state.file if version >= 5 else state.file - 1
+                        if 0 <= index < len(files):
+                            elf.lines.append((state.address, files[index].name.decode(errors="replace"), state.line))
+        except (OSError, ELFError, ValueError, KeyError, IndexError, AttributeError, AssertionError):
+            pass
+        elf.lines.sort()
+    index = bisect.bisect_right(elf.lines, (pc, "\uffff", 1 << 31)) - 1
+    if index < 0:
+        return None, None
+    return elf.lines[index][1], elf.lines[index][2]
+
+
+def socket_call_sites(trace: dict, socket: dict, symbolizer: Symbolizer) -> list[dict]:
+    """A trace socket's call sites, most writes first: the named frame's function, file, line,
+    module and offset, the writes and bytes (estimated for the socket when sampled), the sampled
+    counts, how many opened a burst, and the whole stack."""
+    info = trace.get("call_sites") or {}
+    stacks, modules = info.get("stacks") or [], info.get("modules") or []
+    own = [entry for entry in socket.get("call_sites") or [] if 0 <= entry.get("stack", -1) < len(stacks)]
+    sampled = sum(entry["writes"] for entry in own)
+    if not sampled:
+        return []
+    calls = socket.get("writes", {}).get("calls", sampled)
+    scale = calls / sampled if info.get("mode") == "sample" and calls >= sampled else 1.0
+    sites = []
+    for entry in own:
+        frames = [
+            symbolizer.resolve(modules[m] if 0 <= m < len(modules) else None, offset)
+            for m, offset in stacks[entry["stack"]]["frames"]
+        ]
+        named = next((f for f in frames if not (f["module"] and is_runtime_module(f["module"]))), frames[0])
+        sites.append({
+            **named,
+            "build_id": _build_id_of(modules, stacks[entry["stack"]]["frames"], frames, named),
+            "writes": round(entry["writes"] * scale),
+            "bytes": round(entry["bytes"] * scale),
+            "sampled_writes": entry["writes"],
+            "first_of_burst": entry["first_of_burst"],
+            "stack": frames,
+        })
+    return sorted(sites, key=lambda site: -site["writes"])
+
+
+def _build_id_of(modules: list[dict], raw: list, frames: list[dict], named: dict) -> str | None:
+    m = raw[frames.index(named)][0]
+    return modules[m].get("build_id") if 0 <= m < len(modules) else None
+
+
+def merge_call_sites(lists: list[list[dict]]) -> list[dict]:
+    """Call sites of several sockets added together by site (function, file, line, module, offset)."""
+    merged: dict[tuple, dict] = {}
+    for sites in lists:
+        for site in sites:
+            key = (site["function"], site["file"], site["line"], site["module"], site["offset"])
+            if key not in merged:
+                merged[key] = {**site}
+            else:
+                for count in ("writes", "bytes", "sampled_writes", "first_of_burst"):
+                    merged[key][count] += site[count]
+    return sorted(merged.values(), key=lambda site: -site["writes"])
+
+
+def site_text(site: dict) -> str:
+    """`function (file:line)`, or `module+0xoffset` when the module has no symbols or debug info."""
+    where = f"{os.path.basename(site['file'])}:{site['line']}" if site["file"] and site["line"] else None
+    module = os.path.basename(site["module"]) if site["module"] else "?"
+    if site["function"] and where:
+        return f"{site['function']} ({where})"
+    if site["function"]:
+        return f"{site['function']} ({module}+{site['offset']:#x})"
+    return f"{module}+{site['offset']:#x}"
+
+
+def call_sites_sentence(sites: list[dict], limit: int = 3) -> str:
+    """Where to change the code: the sites that write the most, named."""
+    named = [site_text(site) for site in sites[:limit]]
+    more = f" and {len(sites) - limit} more" if len(sites) > limit else ""
+    if len(named) == 1:
+        return f"The writes come from {named[0]}."
+    return f"The writes come from {', '.join(named[:-1])}{'' if more else ' and'} {named[-1]}{more}: merge them into one write (writev) where they belong to one message."
+
+
+def call_site_line(site: dict) -> str:
+    """One site for the text report: where, how many writes of what mean size, how many opened a burst."""
+    mean = site["bytes"] / site["writes"] if site["writes"] else 0
+    first = site["first_of_burst"] / site["sampled_writes"] if site["sampled_writes"] else 0
+    position = "first of burst" if first >= 0.9 else "later in burst" if first <= 0.1 else f"{first:.0%} first of burst"
+    return f"{site_text(site)}: {site['writes']} writes, {mean:.0f} B mean, {position}"

@@ -1,0 +1,579 @@
+#include "call_sites.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+
+// Only libunwind's types: its functions are looked up in the dlopen'ed library.
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "json_writer.h"
+#include "raw_log.h"
+#include "socket_state.h"
+
+namespace tcpadvise {
+
+uint64_t g_call_site_first = 0;
+uint64_t g_call_site_threshold = 0;
+
+namespace {
+
+// kMaxFrames bounds a stack; kMaxStacks and kMaxPairs cap the memory (the
+// tables are twice as large, so that probes stay short).
+constexpr int kMaxFrames = 24;
+constexpr uint32_t kMaxStacks = 512;
+constexpr uint32_t kStackSlots = kMaxStacks * 2;
+constexpr uint32_t kMaxPairs = 2048;
+constexpr uint32_t kPairSlots = kMaxPairs * 2;
+
+// StackSlot is one distinct stack; key 0 is a free slot. The frames are
+// written once by the thread that claims the slot, then ready is set.
+struct StackSlot {
+  std::atomic<uint64_t> key;
+  std::atomic<uint32_t> ready;
+  uint32_t depth;
+  uintptr_t frames[kMaxFrames];
+  std::atomic<uint64_t> writes;
+  std::atomic<uint64_t> bytes;
+  std::atomic<uint64_t> first;
+};
+
+// PairSlot counts one stack's writes on one socket, placed by the hash of
+// the cookie alone: a socket's pairs sit in one run before a free slot.
+// group is set when the socket closes and is folded into a group.
+struct PairSlot {
+  std::atomic<uint64_t> key;
+  std::atomic<uint64_t> cookie;
+  std::atomic<uint32_t> stack;
+  std::atomic<uint32_t> ready;
+  std::atomic<const SocketState*> group;
+  std::atomic<uint64_t> writes;
+  std::atomic<uint64_t> bytes;
+  std::atomic<uint64_t> first;
+};
+
+StackSlot g_stacks[kStackSlots];
+PairSlot g_pairs[kPairSlots];
+std::atomic<uint32_t> g_stack_count{0};
+std::atomic<uint32_t> g_pair_count{0};
+std::atomic<uint64_t> g_sampled{0};
+std::atomic<uint64_t> g_dropped{0};         // writes whose stack or pair found the table full
+std::atomic<uint64_t> g_unwind_failed{0};   // writes whose unwinding gave no frame
+
+CallSiteSettings g_settings{CallSiteMode::kOff, 0, 0};
+UnwindFn g_unwind = nullptr;
+const char* g_problem = nullptr;  // why call sites are off, for the trace
+// g_self_lo..g_self_hi is the shim's code: its frames are not the program's.
+uintptr_t g_self_lo = 0, g_self_hi = 0;
+
+// kMaxModules bounds the module snapshot the trace is written from.
+constexpr int kMaxModules = 256;
+constexpr int kMaxSegments = 8;
+struct Module {
+  char path[256];
+  char build_id[41];
+  uintptr_t base;
+  int segments;
+  uintptr_t lo[kMaxSegments], hi[kMaxSegments];
+};
+Module g_modules[kMaxModules];
+int g_module_count = 0;
+// g_stack_index maps a stack slot to its index in the trace's list (-1: not in it).
+int32_t g_stack_index[kStackSlots];
+bool g_module_used[kMaxModules];
+
+// g_unw holds libunwind's local unwinding functions. unw_backtrace's fast
+// path walks frames from a cache without checking that the memory it reads
+// is mapped: under ThreadSanitizer it crashed on a thread's frame (a read at
+// a small address). Stepping with unw_step falls back to the frame chain
+// only with that check, so a bad frame ends the stack instead.
+struct Unwinder {
+  int (*getcontext)(unw_context_t*);
+  int (*init_local)(unw_cursor_t*, unw_context_t*);
+  int (*step)(unw_cursor_t*);
+  int (*get_reg)(unw_cursor_t*, unw_regnum_t, unw_word_t*);
+};
+Unwinder g_unw;
+
+// StepUnwind fills frames with the return addresses of its caller's stack,
+// the caller's own first, as unw_backtrace does.
+int StepUnwind(void** frames, int max) {
+  unw_context_t context;
+  unw_cursor_t cursor;
+  if (g_unw.getcontext(&context) != 0 || g_unw.init_local(&cursor, &context) != 0) return 0;
+  int n = 0;
+  while (n < max && g_unw.step(&cursor) > 0) {
+    unw_word_t ip = 0;
+    if (g_unw.get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
+    frames[n++] = reinterpret_cast<void*>(ip);
+  }
+  return n;
+}
+
+uint64_t Mix(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
+}
+
+// ClaimStack finds or adds the stack; -1 when the table is full.
+int ClaimStack(uint64_t key, const uintptr_t* frames, int depth) {
+  for (uint32_t i = 0; i < kStackSlots; ++i) {
+    StackSlot& slot = g_stacks[(key + i) % kStackSlots];
+    uint64_t seen = slot.key.load(std::memory_order_acquire);
+    if (seen == 0) {
+      if (g_stack_count.load(std::memory_order_relaxed) >= kMaxStacks) return -1;
+      if (slot.key.compare_exchange_strong(seen, key, std::memory_order_acq_rel)) {
+        g_stack_count.fetch_add(1, std::memory_order_relaxed);
+        memcpy(slot.frames, frames, sizeof(uintptr_t) * static_cast<size_t>(depth));
+        slot.depth = static_cast<uint32_t>(depth);
+        slot.ready.store(1, std::memory_order_release);
+        return static_cast<int>((key + i) % kStackSlots);
+      }
+    }
+    if (seen == key) return static_cast<int>((key + i) % kStackSlots);
+  }
+  return -1;
+}
+
+// ClaimPair finds or adds the (cookie, stack) pair; nullptr when full.
+PairSlot* ClaimPair(uint64_t cookie, uint32_t stack) {
+  const uint64_t key = Mix(cookie * 0x9e3779b97f4a7c15ull + stack) | 1;
+  const uint64_t home = Mix(cookie);
+  for (uint32_t i = 0; i < kPairSlots; ++i) {
+    PairSlot& slot = g_pairs[(home + i) % kPairSlots];
+    uint64_t seen = slot.key.load(std::memory_order_acquire);
+    if (seen == 0) {
+      if (g_pair_count.load(std::memory_order_relaxed) >= kMaxPairs) return nullptr;
+      if (slot.key.compare_exchange_strong(seen, key, std::memory_order_acq_rel)) {
+        g_pair_count.fetch_add(1, std::memory_order_relaxed);
+        slot.cookie.store(cookie, std::memory_order_relaxed);
+        slot.stack.store(stack, std::memory_order_relaxed);
+        slot.ready.store(1, std::memory_order_release);
+        return &slot;
+      }
+    }
+    if (seen == key && slot.group.load(std::memory_order_relaxed) == nullptr) return &slot;
+  }
+  return nullptr;
+}
+
+bool ParseCount(const char* text, uint64_t max, uint64_t* out) {
+  char* end = nullptr;
+  const unsigned long long value = strtoull(text, &end, 10);
+  if (end == text || *end != '\0' || text[0] == '-' || value > max) return false;
+  *out = value;
+  return true;
+}
+
+const char* ModeName(CallSiteMode mode) {
+  switch (mode) {
+    case CallSiteMode::kOff:
+      return "off";
+    case CallSiteMode::kSample:
+      return "sample";
+    case CallSiteMode::kAll:
+      return "all";
+  }
+  return "off";
+}
+
+// FindSelf finds the shim's own executable segment.
+int FindSelf(dl_phdr_info* info, size_t, void*) {
+  const uintptr_t self = reinterpret_cast<uintptr_t>(&SampleCallSite);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& p = info->dlpi_phdr[i];
+    if (p.p_type != PT_LOAD) continue;
+    const uintptr_t lo = info->dlpi_addr + p.p_vaddr, hi = lo + p.p_memsz;
+    if (self >= lo && self < hi) {
+      g_self_lo = lo;
+      g_self_hi = hi;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// BuildId reads the module's NT_GNU_BUILD_ID note as hex, if it has one.
+void BuildId(const dl_phdr_info* info, char* out) {
+  out[0] = '\0';
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& p = info->dlpi_phdr[i];
+    if (p.p_type != PT_NOTE) continue;
+    const char* at = reinterpret_cast<const char*>(info->dlpi_addr + p.p_vaddr);
+    const char* end = at + p.p_memsz;
+    while (at + sizeof(ElfW(Nhdr)) <= end) {
+      const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(at);
+      const char* name = at + sizeof(ElfW(Nhdr));
+      const char* desc = name + ((note->n_namesz + 3) & ~3u);
+      const char* next = desc + ((note->n_descsz + 3) & ~3u);
+      if (next > end) break;
+      if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
+          note->n_descsz <= 20) {
+        static const char kHex[] = "0123456789abcdef";
+        for (uint32_t b = 0; b < note->n_descsz; ++b) {
+          out[2 * b] = kHex[static_cast<unsigned char>(desc[b]) >> 4];
+          out[2 * b + 1] = kHex[static_cast<unsigned char>(desc[b]) & 15];
+        }
+        out[2 * note->n_descsz] = '\0';
+        return;
+      }
+      at = next;
+    }
+  }
+}
+
+int AddModule(dl_phdr_info* info, size_t, void*) {
+  if (g_module_count >= kMaxModules) return 1;
+  Module& m = g_modules[g_module_count];
+  m.segments = 0;
+  for (int i = 0; i < info->dlpi_phnum && m.segments < kMaxSegments; ++i) {
+    const ElfW(Phdr)& p = info->dlpi_phdr[i];
+    if (p.p_type != PT_LOAD || (p.p_flags & PF_X) == 0) continue;
+    m.lo[m.segments] = info->dlpi_addr + p.p_vaddr;
+    m.hi[m.segments] = m.lo[m.segments] + p.p_memsz;
+    ++m.segments;
+  }
+  if (m.segments == 0) return 0;
+  m.base = info->dlpi_addr;
+  m.path[0] = '\0';
+  if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0') {
+    strncpy(m.path, info->dlpi_name, sizeof(m.path) - 1);
+    m.path[sizeof(m.path) - 1] = '\0';
+  } else if (g_module_count == 0) {  // the executable comes first, unnamed
+    const ssize_t n = readlink("/proc/self/exe", m.path, sizeof(m.path) - 1);
+    m.path[n > 0 ? n : 0] = '\0';
+  }
+  BuildId(info, m.build_id);
+  ++g_module_count;
+  return 0;
+}
+
+// ModuleOf finds the module whose code holds pc; -1 when none does (JIT).
+int ModuleOf(uintptr_t pc) {
+  for (int i = 0; i < g_module_count; ++i) {
+    for (int s = 0; s < g_modules[i].segments; ++s) {
+      if (pc >= g_modules[i].lo[s] && pc < g_modules[i].hi[s]) return i;
+    }
+  }
+  return -1;
+}
+
+void EmitCounts(JsonWriter* w, uint64_t writes, uint64_t bytes, uint64_t first) {
+  w->Key("writes");
+  w->Uint(writes);
+  w->Key("bytes");
+  w->Uint(bytes);
+  w->Key("first_of_burst");
+  w->Uint(first);
+}
+
+void EmitPair(JsonWriter* w, const PairSlot& p) {
+  const int32_t index = g_stack_index[p.stack.load(std::memory_order_relaxed) % kStackSlots];
+  if (index < 0) return;
+  w->BeginObject();
+  w->Key("stack");
+  w->Uint(static_cast<uint64_t>(index));
+  EmitCounts(w, p.writes.load(std::memory_order_relaxed), p.bytes.load(std::memory_order_relaxed),
+             p.first.load(std::memory_order_relaxed));
+  w->EndObject();
+}
+
+}  // namespace
+
+CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, const char* every, const char** warning) {
+  CallSiteSettings s;
+  if (mode != nullptr && mode[0] != '\0') {
+    if (strcmp(mode, "off") == 0) {
+      s.mode = CallSiteMode::kOff;
+    } else if (strcmp(mode, "sample") == 0) {
+      s.mode = CallSiteMode::kSample;
+    } else if (strcmp(mode, "all") == 0) {
+      s.mode = CallSiteMode::kAll;
+    } else {
+      *warning = "TCPADVISE_CALL_SITES must be off, sample or all; using off";
+    }
+  }
+  if (first != nullptr && first[0] != '\0' && !ParseCount(first, 1u << 20, &s.first)) {
+    *warning = "TCPADVISE_CALL_SITES_FIRST must be a count from 0 to 1048576; using 4";
+    s.first = CallSiteSettings().first;
+  }
+  uint64_t every_value = 0;
+  if (every != nullptr && every[0] != '\0') {
+    if (!ParseCount(every, 1u << 20, &every_value) || every_value == 0 || (every_value & (every_value - 1)) != 0) {
+      *warning = "TCPADVISE_CALL_SITES_EVERY must be a power of two from 1 to 1048576; using 256";
+    } else {
+      s.every = every_value;
+    }
+  }
+  return s;
+}
+
+void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind) {
+  g_settings = settings;
+  g_unwind = unwind;
+  if (unwind == nullptr || settings.mode == CallSiteMode::kOff) {
+    g_settings.mode = CallSiteMode::kOff;
+    g_call_site_first = 0;
+    g_call_site_threshold = 0;
+  } else if (settings.mode == CallSiteMode::kAll || settings.every == 1) {
+    g_call_site_first = 0;
+    g_call_site_threshold = ~uint64_t{0};
+  } else {
+    g_call_site_first = settings.first;
+    g_call_site_threshold = ~uint64_t{0} / settings.every;
+  }
+}
+
+void CallSitesStart() {
+  const char* warning = nullptr;
+  const CallSiteSettings settings =
+      ParseCallSiteSettings(secure_getenv("TCPADVISE_CALL_SITES"), secure_getenv("TCPADVISE_CALL_SITES_FIRST"),
+                            secure_getenv("TCPADVISE_CALL_SITES_EVERY"), &warning);
+  if (warning != nullptr) RawWarning("%s", warning);
+  if (settings.mode == CallSiteMode::kOff) return;
+  // RTLD_LOCAL: libunwind's backtrace and _Unwind_* stay out of the
+  // process's symbol scope (glibc's backtrace, libgcc's exceptions).
+  void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  if (handle != nullptr) {
+    g_unw.getcontext = reinterpret_cast<decltype(g_unw.getcontext)>(dlsym(handle, "_Ux86_64_getcontext"));
+    g_unw.init_local = reinterpret_cast<decltype(g_unw.init_local)>(dlsym(handle, "_ULx86_64_init_local"));
+    g_unw.step = reinterpret_cast<decltype(g_unw.step)>(dlsym(handle, "_ULx86_64_step"));
+    g_unw.get_reg = reinterpret_cast<decltype(g_unw.get_reg)>(dlsym(handle, "_ULx86_64_get_reg"));
+  }
+  const bool found = g_unw.getcontext != nullptr && g_unw.init_local != nullptr && g_unw.step != nullptr &&
+                     g_unw.get_reg != nullptr;
+  UnwindFn unwind = found ? StepUnwind : nullptr;
+  if (unwind == nullptr) {
+    g_problem = "libunwind.so.8 could not be loaded; call sites were not sampled";
+    RawWarning("%s", g_problem);
+    return;
+  }
+  // A cache per thread: the global one takes a lock around each step with
+  // every signal blocked, two sigprocmask calls a frame.
+  using SetCachingPolicy = int (*)(unw_addr_space_t, unw_caching_policy_t);
+  auto set_caching_policy = reinterpret_cast<SetCachingPolicy>(dlsym(handle, "_ULx86_64_set_caching_policy"));
+  auto* local_space = static_cast<unw_addr_space_t*>(dlsym(handle, "_ULx86_64_local_addr_space"));
+  if (set_caching_policy != nullptr && local_space != nullptr) set_caching_policy(*local_space, UNW_CACHE_PER_THREAD);
+  dl_iterate_phdr(FindSelf, nullptr);
+  // One unwind now, while the process has one thread: libunwind sets itself
+  // up lazily on first use (its signal mask, its caches), racing otherwise.
+  void* frames[4];
+  unwind(frames, 4);
+  CallSitesConfigure(settings, unwind);
+}
+
+void SampleCallSite(uint64_t cookie, uint64_t bytes, bool first) {
+  const UnwindFn unwind = g_unwind;
+  if (unwind == nullptr) return;
+  g_sampled.fetch_add(1, std::memory_order_relaxed);
+  void* raw[kMaxFrames + 8];
+  const int n = unwind(raw, kMaxFrames + 8);
+  int skip = 0;
+  while (skip < n && reinterpret_cast<uintptr_t>(raw[skip]) >= g_self_lo &&
+         reinterpret_cast<uintptr_t>(raw[skip]) < g_self_hi) {
+    ++skip;
+  }
+  const int depth = n - skip < kMaxFrames ? n - skip : kMaxFrames;
+  if (depth <= 0) {
+    g_unwind_failed.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  uintptr_t frames[kMaxFrames];
+  uint64_t key = 0x84222325cbf29ce4ull;
+  for (int i = 0; i < depth; ++i) {
+    frames[i] = reinterpret_cast<uintptr_t>(raw[skip + i]);
+    key = Mix(key ^ frames[i]);
+  }
+  key |= 1;
+  const int stack = ClaimStack(key, frames, depth);
+  if (stack < 0) {
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  StackSlot& s = g_stacks[stack];
+  s.writes.fetch_add(1, std::memory_order_relaxed);
+  s.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (first) s.first.fetch_add(1, std::memory_order_relaxed);
+  PairSlot* p = ClaimPair(cookie, static_cast<uint32_t>(stack));
+  if (p == nullptr) {
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  p->writes.fetch_add(1, std::memory_order_relaxed);
+  p->bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (first) p->first.fetch_add(1, std::memory_order_relaxed);
+}
+
+void CallSitesFold(uint64_t cookie, const SocketState* group) {
+  if (g_pair_count.load(std::memory_order_relaxed) == 0 || cookie == 0) return;
+  const uint64_t home = Mix(cookie);
+  for (uint32_t i = 0; i < kPairSlots; ++i) {
+    PairSlot& slot = g_pairs[(home + i) % kPairSlots];
+    if (slot.key.load(std::memory_order_acquire) == 0) return;
+    if (slot.ready.load(std::memory_order_acquire) != 0 && slot.cookie.load(std::memory_order_relaxed) == cookie &&
+        slot.group.load(std::memory_order_relaxed) == nullptr) {
+      slot.group.store(group, std::memory_order_relaxed);
+    }
+  }
+}
+
+void CallSitesPrepare() {
+  g_module_count = 0;
+  if (g_stack_count.load(std::memory_order_relaxed) == 0) return;
+  dl_iterate_phdr(AddModule, nullptr);
+}
+
+void EmitCallSites(JsonWriter* w) {
+  if (g_settings.mode == CallSiteMode::kOff && g_problem == nullptr) {
+    w->Key("call_sites");
+    w->BeginObject();
+    w->Key("mode");
+    w->String("off");
+    w->EndObject();
+    return;
+  }
+  for (int i = 0; i < kMaxModules; ++i) g_module_used[i] = false;
+  for (uint32_t i = 0; i < kStackSlots; ++i) {
+    g_stack_index[i] = -1;
+    const StackSlot& s = g_stacks[i];
+    if (s.ready.load(std::memory_order_acquire) == 0) continue;
+    for (uint32_t f = 0; f < s.depth; ++f) {
+      const int m = ModuleOf(s.frames[f]);
+      if (m >= 0) g_module_used[m] = true;
+    }
+  }
+  int32_t module_index[kMaxModules];
+  w->Key("call_sites");
+  w->BeginObject();
+  w->Key("mode");
+  w->String(ModeName(g_settings.mode));
+  w->Key("first");
+  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_settings.first : 0);
+  w->Key("every");
+  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_settings.every : 1);
+  w->Key("unwinder");
+  w->String("libunwind");
+  if (g_problem != nullptr) {
+    w->Key("problem");
+    w->String(g_problem);
+  }
+  w->Key("sampled_writes");
+  w->Uint(g_sampled.load(std::memory_order_relaxed));
+  w->Key("dropped_writes");
+  w->Uint(g_dropped.load(std::memory_order_relaxed));
+  w->Key("unwind_failures");
+  w->Uint(g_unwind_failed.load(std::memory_order_relaxed));
+  w->Key("max_stacks");
+  w->Uint(kMaxStacks);
+  w->Key("memory_bytes");
+  w->Uint(sizeof(g_stacks) + sizeof(g_pairs));
+  w->Key("modules");
+  w->BeginArray();
+  int32_t next = 0;
+  for (int i = 0; i < g_module_count; ++i) {
+    module_index[i] = -1;
+    if (!g_module_used[i]) continue;
+    module_index[i] = next++;
+    w->BeginObject();
+    w->Key("path");
+    w->String(g_modules[i].path);
+    if (g_modules[i].build_id[0] != '\0') {
+      w->Key("build_id");
+      w->String(g_modules[i].build_id);
+    }
+    w->Key("base");
+    w->Uint(g_modules[i].base);
+    w->EndObject();
+  }
+  w->EndArray();
+  w->Key("stacks");
+  w->BeginArray();
+  int32_t stacks = 0;
+  for (uint32_t i = 0; i < kStackSlots; ++i) {
+    const StackSlot& s = g_stacks[i];
+    if (s.ready.load(std::memory_order_acquire) == 0) continue;
+    g_stack_index[i] = stacks++;
+    w->BeginObject();
+    // frames: [module index, offset from its load base] each, the caller
+    // of the write first; [-1, address] where no module holds the code.
+    w->Key("frames");
+    w->BeginArray();
+    for (uint32_t f = 0; f < s.depth; ++f) {
+      const int m = ModuleOf(s.frames[f]);
+      w->BeginArray();
+      w->Int(m >= 0 ? module_index[m] : -1);
+      w->Uint(m >= 0 ? s.frames[f] - g_modules[m].base : s.frames[f]);
+      w->EndArray();
+    }
+    w->EndArray();
+    EmitCounts(w, s.writes.load(std::memory_order_relaxed), s.bytes.load(std::memory_order_relaxed),
+               s.first.load(std::memory_order_relaxed));
+    w->EndObject();
+  }
+  w->EndArray();
+  w->EndObject();
+}
+
+void EmitSocketCallSites(JsonWriter* w, const SocketState& s, bool open) {
+  if (g_pair_count.load(std::memory_order_relaxed) == 0) return;
+  bool any = false;
+  auto emit = [&](const PairSlot& p) {
+    if (!any) {
+      w->Key("call_sites");
+      w->BeginArray();
+      any = true;
+    }
+    EmitPair(w, p);
+  };
+  if (open) {
+    const uint64_t home = Mix(s.id.cookie);
+    for (uint32_t i = 0; i < kPairSlots; ++i) {
+      const PairSlot& p = g_pairs[(home + i) % kPairSlots];
+      if (p.key.load(std::memory_order_acquire) == 0) break;
+      if (p.ready.load(std::memory_order_acquire) != 0 && p.cookie.load(std::memory_order_relaxed) == s.id.cookie &&
+          p.group.load(std::memory_order_relaxed) == nullptr) {
+        emit(p);
+      }
+    }
+  } else {
+    for (const PairSlot& p : g_pairs) {
+      if (p.ready.load(std::memory_order_acquire) != 0 && p.group.load(std::memory_order_relaxed) == &s) emit(p);
+    }
+  }
+  if (any) w->EndArray();
+}
+
+void CallSitesResetForTest() {
+  for (StackSlot& s : g_stacks) {
+    s.key.store(0);
+    s.ready.store(0);
+    s.writes.store(0);
+    s.bytes.store(0);
+    s.first.store(0);
+  }
+  for (PairSlot& p : g_pairs) {
+    p.key.store(0);
+    p.ready.store(0);
+    p.group.store(nullptr);
+    p.writes.store(0);
+    p.bytes.store(0);
+    p.first.store(0);
+  }
+  g_stack_count.store(0);
+  g_pair_count.store(0);
+  g_sampled.store(0);
+  g_dropped.store(0);
+  g_unwind_failed.store(0);
+}
+
+}  // namespace tcpadvise

@@ -1,0 +1,100 @@
+// CallSites: which code in the program writes to each socket. A tracked
+// socket's first writes, then one in a power of two, have their call stack
+// taken with libunwind's local unwinder; stacks are deduplicated by the hash
+// of their return addresses and counted (writes, bytes, how many opened a
+// burst) per stack and per socket. The trace names each frame by module
+// (path, build-id, load base) and offset, for the CLI to symbolise offline.
+//
+// Nothing here locks or allocates: both tables are fixed arrays claimed with
+// compare-and-swap, so a signal handler's write can be sampled too, and a
+// full table only counts what it drops. libunwind is dlopen'ed RTLD_LOCAL
+// (Debian's static archive is not PIC, so it cannot be linked into the
+// shim; loaded globally its _Unwind_* and backtrace symbols would replace
+// libgcc's and glibc's for the whole process). Without it call sites are
+// off, with one warning in the trace.
+#ifndef TCPADVISE_CALL_SITES_H_
+#define TCPADVISE_CALL_SITES_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace tcpadvise {
+
+class JsonWriter;
+struct SocketState;
+
+enum class CallSiteMode : uint8_t { kOff, kSample, kAll };
+
+// CallSiteSettings come from TCPADVISE_CALL_SITES (off, sample, all),
+// TCPADVISE_CALL_SITES_FIRST (writes always sampled per socket) and
+// TCPADVISE_CALL_SITES_EVERY (then one write in this many, a power of two).
+//
+// Off unless asked for: libunwind checks frames it walks by the chain of
+// frame pointers by reading and writing one byte through a pipe of its own,
+// with read and write; a program that closed every fd (closefrom) can have
+// those numbers reused for its sockets, and then libunwind's byte goes to
+// the socket (seen as a hang in a program that closes every fd).
+struct CallSiteSettings {
+  CallSiteMode mode = CallSiteMode::kOff;
+  // A sampled write costs about 8 us (libunwind's unw_step, 10 frames):
+  // 4 per connection and one in 256 keep that near 1% of a loopback RPC.
+  uint64_t first = 4;
+  uint64_t every = 256;
+};
+
+// ParseCallSiteSettings reads the environment's values (nullptr when unset);
+// a bad value keeps its default and sets *warning.
+CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, const char* every, const char** warning);
+
+// g_call_site_first and g_call_site_threshold decide on the hot path: the
+// n-th write of a socket (n from 1) is sampled when n <= first, or when
+// n * kCallSiteScramble <= threshold (2^64 / every - 1): one write in every,
+// spread so that no period of the program's own (header, body, header...)
+// is always the one sampled, as n % every would be. Off: first 0,
+// threshold 0 (never: n * an odd number is not 0).
+extern uint64_t g_call_site_first;
+extern uint64_t g_call_site_threshold;
+constexpr uint64_t kCallSiteScramble = 0x9e3779b97f4a7c15ull;
+
+// CallSiteDue is the hot path's test, on the socket's write count.
+[[gnu::always_inline]] inline bool CallSiteDue(uint64_t write_calls) {
+  return __builtin_expect(
+      write_calls <= g_call_site_first || write_calls * kCallSiteScramble <= g_call_site_threshold, 0);
+}
+
+// CallSitesStart reads the settings and loads libunwind; on failure call
+// sites stay off and the trace says why.
+void CallSitesStart();
+
+// CallSitesConfigure applies settings with a given unwinder (tests pass
+// their own); unwind nullptr turns sampling off.
+using UnwindFn = int (*)(void** frames, int max);
+void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind);
+
+// SampleCallSite records the stack of the calling write on the socket with
+// cookie; bytes were written; first tells the write opened a burst.
+[[gnu::noinline]] void SampleCallSite(uint64_t cookie, uint64_t bytes, bool first);
+
+// CallSitesFold moves a closed socket's counts to the group it is folded
+// into (group: that group's entry, which lives as long as the process).
+void CallSitesFold(uint64_t cookie, const SocketState* group);
+
+// CallSitesPrepare snapshots the loaded modules (dl_iterate_phdr) for the
+// next EmitCallSites; called without the socket table's lock, which a
+// thread inside dlopen may wait for.
+void CallSitesPrepare();
+
+// EmitCallSites writes the trace's top-level "call_sites" object: how it
+// was sampled, the modules and the distinct stacks.
+void EmitCallSites(JsonWriter* w);
+
+// EmitSocketCallSites writes a socket's (or group's) "call_sites" list:
+// stack index, writes, bytes, first_of_burst. Nothing when it has none.
+void EmitSocketCallSites(JsonWriter* w, const SocketState& s, bool open);
+
+// CallSitesResetForTest empties the tables.
+void CallSitesResetForTest();
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_CALL_SITES_H_

@@ -1,0 +1,148 @@
+#include "call_sites.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "json_writer.h"
+#include "socket_state.h"
+
+namespace tcpadvise {
+namespace {
+
+// FakeUnwind returns g_fake_depth frames from g_fake_frames.
+void* g_fake_frames[40];
+int g_fake_depth = 0;
+int FakeUnwind(void** frames, int max) {
+  const int n = g_fake_depth < max ? g_fake_depth : max;
+  memcpy(frames, g_fake_frames, sizeof(void*) * static_cast<size_t>(n));
+  return n;
+}
+
+std::string Emit(const SocketState* socket, bool open) {
+  CallSitesPrepare();
+  JsonWriter w;
+  w.BeginObject();
+  EmitCallSites(&w);
+  if (socket != nullptr) EmitSocketCallSites(&w, *socket, open);
+  w.EndObject();
+  return std::string(w.data(), w.size());
+}
+
+class CallSitesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CallSitesResetForTest();
+    CallSitesConfigure(CallSiteSettings{CallSiteMode::kSample, 4, 8}, FakeUnwind);
+  }
+  void TearDown() override { CallSitesConfigure(CallSiteSettings{CallSiteMode::kOff, 0, 0}, nullptr); }
+};
+
+TEST(CallSiteSettingsTest, ParsesAndRejects) {
+  const char* warning = nullptr;
+  CallSiteSettings s = ParseCallSiteSettings("all", "3", "128", &warning);
+  EXPECT_EQ(warning, nullptr);
+  EXPECT_EQ(s.mode, CallSiteMode::kAll);
+  EXPECT_EQ(s.first, 3u);
+  EXPECT_EQ(s.every, 128u);
+  s = ParseCallSiteSettings("most", "-1", "100", &warning);
+  EXPECT_NE(warning, nullptr);
+  EXPECT_EQ(s.mode, CallSiteMode::kOff);
+  EXPECT_EQ(s.first, 4u);
+  EXPECT_EQ(s.every, 256u);
+}
+
+TEST_F(CallSitesTest, DueOnFirstWritesThenOneInEvery) {
+  int due = 0, odd = 0;
+  for (uint64_t n = 1; n <= 80004; ++n) {
+    due += CallSiteDue(n);
+    odd += n > 4 && n % 2 == 1 && CallSiteDue(n);
+  }
+  EXPECT_NEAR(due, 4 + 10000, 100);  // the first 4, then about one in 8
+  EXPECT_NEAR(odd, 5000, 100);       // odd and even writes alike
+  CallSitesConfigure(CallSiteSettings{CallSiteMode::kOff, 4, 8}, FakeUnwind);
+  for (uint64_t n = 1; n <= 1000; ++n) EXPECT_FALSE(CallSiteDue(n));
+  CallSitesConfigure(CallSiteSettings{CallSiteMode::kAll, 4, 8}, FakeUnwind);
+  for (uint64_t n = 1; n <= 1000; ++n) EXPECT_TRUE(CallSiteDue(n));
+}
+
+TEST_F(CallSitesTest, DeduplicatesStacksAndCountsPerSocket) {
+  // Two stacks from this test's own code, so that they fall in a module.
+  g_fake_depth = 2;
+  g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
+  g_fake_frames[1] = reinterpret_cast<void*>(&Emit);
+  for (int i = 0; i < 3; ++i) SampleCallSite(7, 10, i == 0);
+  g_fake_frames[1] = reinterpret_cast<void*>(&CallSiteDue);
+  SampleCallSite(7, 100, false);
+  SampleCallSite(9, 5, true);
+  SocketState socket;
+  socket.id.cookie = 7;
+  const std::string json = Emit(&socket, true);
+  EXPECT_NE(json.find("\"sampled_writes\":5"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"writes\":3,\"bytes\":30,\"first_of_burst\":1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"writes\":2,\"bytes\":105,\"first_of_burst\":1"), std::string::npos) << json;
+  // Socket 7's own list: 3 writes on one stack and 1 on the other, not socket 9's.
+  const size_t own = json.rfind("\"call_sites\":[");
+  ASSERT_NE(own, std::string::npos) << json;
+  const std::string list = json.substr(own);
+  EXPECT_NE(list.find("\"writes\":3,\"bytes\":30"), std::string::npos) << list;
+  EXPECT_NE(list.find("\"writes\":1,\"bytes\":100"), std::string::npos) << list;
+  EXPECT_EQ(list.find("\"bytes\":5,"), std::string::npos) << list;
+  // The frames name this test binary, with its build-id.
+  EXPECT_NE(json.find("call_sites_test\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"build_id\":\""), std::string::npos) << json;
+}
+
+TEST_F(CallSitesTest, FoldMovesASocketsCountsToItsGroup) {
+  g_fake_depth = 1;
+  g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
+  SampleCallSite(11, 4, true);
+  SampleCallSite(12, 6, true);
+  SocketState group;
+  CallSitesFold(11, &group);
+  CallSitesFold(12, &group);
+  SocketState live;
+  live.id.cookie = 11;
+  EXPECT_EQ(Emit(&live, true).find("\"call_sites\":["), std::string::npos);
+  const std::string json = Emit(&group, false);
+  const std::string list = json.substr(json.rfind("\"call_sites\":["));
+  EXPECT_NE(list.find("\"bytes\":4,"), std::string::npos) << list;
+  EXPECT_NE(list.find("\"bytes\":6,"), std::string::npos) << list;
+}
+
+TEST_F(CallSitesTest, UnknownCodeAndEmptyStacksFailOpen) {
+  g_fake_depth = 1;
+  g_fake_frames[0] = reinterpret_cast<void*>(uintptr_t{0x10});  // no module holds it (JIT, garbage)
+  SampleCallSite(1, 1, true);
+  g_fake_depth = 0;
+  SampleCallSite(1, 1, true);
+  const std::string json = Emit(nullptr, false);
+  EXPECT_NE(json.find("\"frames\":[[-1,16]]"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"unwind_failures\":1"), std::string::npos) << json;
+}
+
+TEST_F(CallSitesTest, FullTablesCountWhatTheyDrop) {
+  g_fake_depth = 1;
+  for (uintptr_t i = 0; i < 600; ++i) {
+    g_fake_frames[0] = reinterpret_cast<void*>(0x1000 + i);
+    SampleCallSite(1 + i % 3, 1, false);
+  }
+  const std::string json = Emit(nullptr, false);
+  EXPECT_NE(json.find("\"dropped_writes\":88"), std::string::npos) << json;
+}
+
+TEST_F(CallSitesTest, RealUnwinderNamesThisFunction) {
+  void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) GTEST_SKIP() << "libunwind.so.8 is not installed";
+  CallSitesConfigure(CallSiteSettings{CallSiteMode::kAll, 0, 1},
+                     reinterpret_cast<UnwindFn>(dlsym(handle, "unw_backtrace")));
+  SampleCallSite(3, 8, true);
+  const std::string json = Emit(nullptr, false);
+  EXPECT_NE(json.find("\"unwind_failures\":0"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"frames\":[[0,"), std::string::npos) << json;
+}
+
+}  // namespace
+}  // namespace tcpadvise

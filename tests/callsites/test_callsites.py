@@ -1,0 +1,206 @@
+"""Call sites: the report names the code that writes, from stacks the shim
+samples with libunwind and the CLI symbolises. Real programs compiled here
+(C with -g -O1, the same stripped, C++, a dlopen'ed library, a static
+binary) and a Python client talk to a server in this process."""
+import json
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+from testlib import invoke, load_traces, run, shim_env
+
+from tcpadvise.symbolize import Symbolizer
+
+HERE = pathlib.Path(__file__).resolve().parent
+# Each request is 40 bytes (an 8-byte header and a 32-byte body) answered by
+# one byte; with Nagle on each takes a delayed ACK (~40 ms): few requests.
+REQUESTS = 20
+
+
+@pytest.fixture
+def port():
+    """A server answering one byte per 40 received, on as many connections as come."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def answer(conn):
+        with conn:
+            conn.settimeout(30)
+            pending = 0
+            while data := conn.recv(4096):
+                pending += len(data)
+                while pending >= 40:
+                    pending -= 40
+                    conn.sendall(b"r")
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join(timeout=5)
+    listener.close()
+
+
+def build(compiler, output, *args):
+    if shutil.which(compiler) is None:
+        pytest.skip(f"{compiler} is not installed")
+    subprocess.run([compiler, *args, "-o", str(output)], check=True, capture_output=True, timeout=120)
+    return str(output)
+
+
+def line_of(source, marker):
+    return next(n for n, text in enumerate((HERE / source).read_text().splitlines(), 1) if marker in text)
+
+
+def record_report(tmp_path, cmd, mode="all"):
+    """Runs cmd under the shim with call sites `mode`; the JSON report and the text one."""
+    out = tmp_path / "traces"
+    out.mkdir()
+    result = run(cmd, env=shim_env(out, TCPADVISE_CALL_SITES=mode), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert load_traces(out), "no trace written"  # validated against the schema
+    report = invoke("report", "--format", "json", out)
+    assert report.exit_code == 0, report.output
+    text = invoke("report", out)
+    assert text.exit_code == 0, text.output
+    return json.loads(report.stdout), text.stdout
+
+
+def client_sites(report):
+    clients = [s for s in report["sockets"] if s["role"] == "client"]
+    assert len(clients) == 1, report["sockets"]
+    return clients[0]["call_sites"]
+
+
+def test_c_client_names_both_writers_with_lines_and_counts(tmp_path, port):
+    client = build("gcc", tmp_path / "client", "-g", "-O1", str(HERE / "client.c"))
+    report, text = record_report(tmp_path, [client, str(port), str(REQUESTS)])
+    sites = {site["function"]: site for site in client_sites(report)}
+    header, body = sites["write_header"], sites["write_body"]
+    assert pathlib.Path(header["file"]).name == "client.c" and header["line"] == line_of("client.c", "header-write")
+    assert pathlib.Path(body["file"]).name == "client.c" and body["line"] == line_of("client.c", "body-write")
+    assert (header["writes"], header["bytes"], header["first_of_burst"]) == (REQUESTS, 8 * REQUESTS, REQUESTS)
+    assert (body["writes"], body["bytes"], body["first_of_burst"]) == (REQUESTS, 32 * REQUESTS, 0)
+    # The whole stack: (libasan's interceptor under ASan,) write_header, main.
+    functions = [frame["function"] for frame in header["stack"]]
+    assert header["module"] == client and functions.index("write_header") < functions.index("main")
+    # The finding about the small writes names both, and says where to change the code.
+    nagle = [f for f in report["findings"] if {"write_header", "write_body"} <= {s["function"] for s in f["call_sites"]}]
+    assert nagle, report["findings"]
+    assert f"client.c:{header['line']}" in nagle[0]["recommendation"]["code"]
+    assert f"write_header (client.c:{header['line']})" in text and f"write_body (client.c:{body['line']})" in text
+
+
+def test_sampling_names_the_writers_and_scales_counts(tmp_path, port):
+    client = build("gcc", tmp_path / "client", "-g", "-O1", str(HERE / "client.c"))
+    report, _ = record_report(tmp_path, [client, str(port), str(REQUESTS)], mode="sample")
+    sites = client_sites(report)
+    assert {site["function"] for site in sites} == {"write_header", "write_body"}
+    # The first 4 writes of 40 sampled (header, body, header, body), then about one in 256: scaled to the socket's 40.
+    assert sum(site["sampled_writes"] for site in sites) < 2 * REQUESTS
+    assert sum(site["writes"] for site in sites) == 2 * REQUESTS
+
+
+def test_stripped_binary_gives_module_offset_and_build_id(tmp_path, port):
+    client = build("gcc", tmp_path / "client", "-g", "-O1", str(HERE / "client.c"))
+    stripped = tmp_path / "client-stripped"
+    subprocess.run(["strip", "--strip-all", "-o", str(stripped), client], check=True, timeout=60)
+    report, text = record_report(tmp_path, [str(stripped), str(port), str(REQUESTS)])
+    sites = client_sites(report)
+    assert len(sites) == 2 and all(site["writes"] == REQUESTS for site in sites)
+    build_id = subprocess.run(["readelf", "-n", str(stripped)], capture_output=True, text=True).stdout
+    for site in sites:
+        assert site["function"] is None and site["file"] is None and site["module"] == str(stripped)
+        assert site["build_id"] and f"Build ID: {site['build_id']}" in build_id
+        assert f"client-stripped+{site['offset']:#x}" in text
+    # Offline, the unstripped build (same code, same offsets) names them.
+    named = {Symbolizer().resolve({"path": client}, site["offset"])["function"] for site in sites}
+    assert named == {"write_header", "write_body"}
+
+
+def test_cpp_names_are_demangled(tmp_path, port):
+    program = build("g++", tmp_path / "writer", "-g", "-O1", str(HERE / "writer.cc"))
+    report, _ = record_report(tmp_path, [program, str(port), str(REQUESTS)])
+    functions = {site["function"] for site in client_sites(report)}
+    assert functions == {"proto::Writer::Header(int)", "proto::Writer::Body()"}
+
+
+def test_dlopened_library_is_named(tmp_path, port):
+    plugin = build("gcc", tmp_path / "libplugin.so", "-g", "-O1", "-shared", "-fPIC", str(HERE / "plugin.c"))
+    program = build("gcc", tmp_path / "dlclient", "-g", "-O1", str(HERE / "dlclient.c"), "-ldl")
+    report, _ = record_report(tmp_path, [program, str(port), str(REQUESTS), plugin])
+    sites = client_sites(report)
+    assert sum(site["writes"] for site in sites) == 2 * REQUESTS
+    for site in sites:
+        assert site["function"] == "plugin_write_request" and site["module"] == plugin
+        assert pathlib.Path(site["file"]).name == "plugin.c" and site["line"] == line_of("plugin.c", "plugin-write")
+
+
+PYTHON_CLIENT = """
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+for i in range(int(sys.argv[2])):
+    s.sendall(b"h" * 8)
+    s.send(b"b" * 32)
+    assert s.recv(1) == b"r"
+s.close()
+"""
+
+
+def test_python_frames_are_the_interpreters(tmp_path, port):
+    report, _ = record_report(tmp_path, [sys.executable, "-c", PYTHON_CLIENT, str(port), str(REQUESTS)])
+    sites = client_sites(report)
+    assert sum(site["writes"] for site in sites) == 2 * REQUESTS
+    functions = {site["function"] for site in sites}
+    # The socket module's C functions, named, not garbage.
+    assert any(name and name.startswith("sock_send") for name in functions), functions
+    assert all(site["module"] and ("python" in site["module"].lower() or "_socket" in site["module"]) for site in sites)
+
+
+def test_static_binary_is_blind(tmp_path, port):
+    try:
+        program = build("gcc", tmp_path / "client-static", "-static", "-O1", str(HERE / "client.c"))
+    except subprocess.CalledProcessError:
+        pytest.skip("no static libc to link against")
+    out = tmp_path / "traces"
+    result = invoke("record", "-o", out, "--", program, str(port), "2")
+    assert result.exit_code == 0, result.output
+    assert "statically linked" in result.stderr
+    assert not list(out.glob("*.*.json"))
+
+
+def test_pyelftools_alone_gives_the_same_lines(tmp_path):
+    """Without addr2line: pyelftools' symbols and DWARF line tables."""
+    client = build("gcc", tmp_path / "client", "-g", "-O1", str(HERE / "client.c"))
+    with_tool, alone = Symbolizer(), Symbolizer(use_addr2line=False)
+    symbols = subprocess.run(["nm", client], capture_output=True, text=True, check=True).stdout.split("\n")
+    start = next(int(line.split()[0], 16) for line in symbols if line.endswith(" write_body"))
+    for offset in range(start + 1, start + 40):
+        a, b = with_tool.resolve({"path": client}, offset), alone.resolve({"path": client}, offset)
+        assert b["function"] == a["function"] == "write_body"
+        assert (pathlib.Path(b["file"]).name, b["line"]) == (pathlib.Path(a["file"]).name, a["line"]), offset
+
+
+def test_missing_foreign_or_rebuilt_files_stay_module_offset(tmp_path):
+    client = build("gcc", tmp_path / "client", "-g", "-O1", str(HERE / "client.c"))
+    not_elf = tmp_path / "not-elf"
+    not_elf.write_bytes(b"\x7fELF" + b"\xff" * 100)
+    symbolizer = Symbolizer()
+    for module in ({"path": str(tmp_path / "gone")}, {"path": str(not_elf)},
+                   {"path": client, "build_id": "00" * 20}, None):
+        frame = symbolizer.resolve(module, 0x1189)
+        assert frame["file"] is None and frame["offset"] == 0x1189
+        assert frame["function"] is None or module is None
