@@ -12,6 +12,8 @@ import os
 import random
 import threading
 
+import pytest
+
 from testlib import BUILD, assert_no_sanitizer_report, load_traces, policy_env, run, sockets, start_listening
 
 SEED = int(os.environ.get("CONFORM_SEED") or random.SystemRandom().randrange(1, 2**31))
@@ -152,3 +154,16 @@ class Conformance:
         settings = sock["policy"]["settings"]
         applied = {name for name in ("nodelay", "cork", "coalesce") if settings.get(name) not in (None, False)}
         assert applied == self.mode.settings, f"{self.mode.name}: the trace shows the policy {settings}"
+
+
+# The fixtures every suite on this driver uses (conformance, faults): each
+# test runs once per mode, beside the results of its case without the shim.
+@pytest.fixture(scope="session")
+def baselines():
+    """The results of each case without the shim, by case and arguments."""
+    return {}
+
+
+@pytest.fixture(params=MODES)
+def conform(request, tmp_path, tmp_path_factory, baselines):
+    return Conformance(Mode(request.param, tmp_path), tmp_path_factory, baselines)
