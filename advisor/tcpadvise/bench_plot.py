@@ -18,10 +18,8 @@ _MEDIAN, _MINIMUM, _P99, _SEED = "tab:blue", "tab:green", "tab:red", "0.45"
 def write_plots(results: dict, directory: Path) -> list[Path]:
     """Draw every suite in `results` into DIRECTORY/<suite>.png (bench.prepare_plot_directory
     made it); return the files written."""
-    drawers = {"pingpong": _pingpong, "nagle": _nagle, "stream": _stream, "rpc": _rpc}
     written = []
-    for name, result in results["suites"].items():
-        figure = drawers[name](result, results["path"]["description"])
+    for name, figure in suite_figures(results):
         path = directory / f"{name}.png"
         try:
             figure.savefig(path, dpi=_DPI, bbox_inches="tight")
@@ -29,6 +27,12 @@ def write_plots(results: dict, directory: Path) -> list[Path]:
             raise BenchError(f"{path}: cannot write the chart ({error.strerror})") from None
         written.append(path)
     return written
+
+
+def suite_figures(results: dict) -> list[tuple[str, Figure]]:
+    """One figure per suite in `results`, with the suite's name (also the HTML page's charts)."""
+    drawers = {"pingpong": _pingpong, "nagle": _nagle, "stream": _stream, "rpc": _rpc}
+    return [(name, drawers[name](result, results["path"]["description"])) for name, result in results["suites"].items()]
 
 
 def _plain_numbers(axis) -> None:

@@ -1,19 +1,20 @@
 """The tcpadvise command line: thin click commands over record, traces and report."""
 
+import io
 import json
 from pathlib import Path
 
 import click
 from rich.console import Console
 
-from .ab import MAX_SEED, build_ab_report, experiment_config, parse_arms
+from .ab import MAX_SEED, build_ab_report, collect, experiment_config, parse_arms
 from .advice import advise
 from .bench import BENCH_SERVER_PORT, prepare_plot_directory, run_bench, serve, write_outputs
 from .bench_netns import PROFILES
 from .bench_render import ProgressBar, render_summary, summary_console
 from .bench_suites import SUITE_NAMES, Settings
 from .calibration import load_calibration
-from .errors import BadInputError, TcpadviseError
+from .errors import BadInputError, OutputWriteError, TcpadviseError
 from .metrics import METRICS
 from .policy import BUILTIN_POLICIES, check_config
 from .policyconfig import write_policy_config
@@ -21,6 +22,7 @@ from .record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
 from .render import render_ab_text, render_json, render_text
 from .report import build_report
 from .rulebook import builtin_rule_files, check_rule_files, load_rulebook
+from .safefile import write_atomically
 from .traces import load_inputs
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -28,10 +30,19 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 format_option = click.option(
     "--format",
     "output_format",
-    type=click.Choice(["text", "json"]),
+    type=click.Choice(["text", "json", "html"]),
     default="text",
     show_default=True,
-    help="text: a table for people; json: a stable document for scripts (both described above).",
+    help="text: a table for people; json: a stable document for scripts (both described above); "
+    "html: one self-contained page with charts, to open in a browser (needs -o FILE, or stdout "
+    "redirected to a file).",
+)
+output_option = click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Write the report to FILE (replaced whole, mode 0600, never through a symlink) instead of stdout.",
 )
 out_dir_option = click.option(
     "-o",
@@ -193,6 +204,7 @@ def record_command(
 
 @cli.command(name="report")
 @format_option
+@output_option
 @rules_option
 @click.option(
     "--calibration",
@@ -212,6 +224,7 @@ def record_command(
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="PATH...")
 def report_command(
     output_format: str,
+    output: Path | None,
     rule_files: tuple[Path, ...],
     calibration: Path | None,
     policy_file: Path | None,
@@ -304,10 +317,15 @@ def report_command(
             f"next: tcpadvise record --policy {policy_file} -- COMMAND",
             err=True,
         )
-    if output_format == "json":
-        click.echo(render_json(report), nl=False)
+    _require_html_destination(output_format, output)
+    if output_format == "html":
+        from .render_html import report_html  # matplotlib: imported only for html
+
+        _emit(report_html(report), output)
+    elif output_format == "json":
+        _emit(render_json(report), output)
     else:
-        render_text(report, Console(highlight=False))
+        _emit_text(lambda console: render_text(report, console), output)
 
 
 @cli.group(name="rules")
@@ -428,6 +446,7 @@ def ab_group() -> None:
 
 @ab_group.command(name="report")
 @format_option
+@output_option
 @click.option("--experiment", metavar="NAME", help="Which experiment, when the traces hold several.")
 @click.option(
     "--min-effect",
@@ -437,7 +456,9 @@ def ab_group() -> None:
     help="Smallest change of the mean turn time, as a fraction of control's, worth a verdict.",
 )
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="PATH...")
-def ab_report_command(output_format: str, experiment: str | None, min_effect: float, paths: tuple[Path, ...]) -> None:
+def ab_report_command(
+    output_format: str, output: Path | None, experiment: str | None, min_effect: float, paths: tuple[Path, ...]
+) -> None:
     """Say which arm of an experiment wins.
 
     PATH is a trace, or a directory of traces, from any number of processes
@@ -477,11 +498,17 @@ def ab_report_command(output_format: str, experiment: str | None, min_effect: fl
     {ci95_us, p_value}, ...}], verdict {outcome, winner, reason,
     connections_needed}, warnings.
     """
-    report = build_ab_report(load_inputs(paths), experiment, min_effect)
-    if output_format == "json":
-        click.echo(json.dumps(report, indent=2))
+    _require_html_destination(output_format, output)
+    inputs = load_inputs(paths)
+    report = build_ab_report(inputs, experiment, min_effect)
+    if output_format == "html":
+        from .render_html import ab_html
+
+        _emit(ab_html(report, collect(inputs, report["experiment"])), output)
+    elif output_format == "json":
+        _emit(json.dumps(report, indent=2) + "\n", output)
     else:
-        render_ab_text(report, Console(highlight=False))
+        _emit_text(lambda console: render_ab_text(report, console), output)
 
 
 @cli.command(name="bench")
@@ -517,6 +544,13 @@ def ab_report_command(output_format: str, experiment: str | None, min_effect: fl
     metavar="DIR",
     help="Also draw one PNG chart per suite into DIR.",
 )
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Also write one self-contained page with every suite's chart and the tables (opens offline).",
+)
 @click.option("--runs", type=click.IntRange(min=1), default=Settings.runs, show_default=True,
               help="Runs of every arm (a fresh process and connection each).")
 @click.option("--rounds", type=click.IntRange(min=1), default=Settings.rounds, show_default=True,
@@ -529,6 +563,7 @@ def bench_command(
     target: str | None,
     link: str | None,
     plot_dir: Path | None,
+    html_path: Path | None,
     runs: int,
     rounds: int,
     seconds: float | None,
@@ -543,6 +578,7 @@ def bench_command(
     \b
     Example:
       tcpadvise bench -o calibration.json --plot plots
+      tcpadvise bench --suite nagle --html bench.html
       sudo tcpadvise bench --link 100mbit --suite pingpong --suite rpc
       tcpadvise report --calibration calibration.json tcpadvise-out
 
@@ -599,10 +635,20 @@ def bench_command(
     render_summary(result.results, summary_console())
     written = [str(calibration_path), str(results_path)]
     if plot_dir is not None:
-        # matplotlib takes half a second to import: only for --plot.
+        # matplotlib takes half a second to import: only for --plot and --html.
         from .bench_plot import write_plots
 
         written += [str(path) for path in write_plots(result.results, plot_dir)]
+    if html_path is not None:
+        from .render_html import bench_html
+
+        buffer = io.StringIO()
+        render_summary(result.results, Console(file=buffer, highlight=False, width=120, color_system=None))
+        try:
+            write_atomically(html_path, bench_html(result.results, buffer.getvalue()))
+        except OSError as error:
+            raise OutputWriteError(f"{html_path}: cannot write ({error.strerror or error})") from None
+        written.append(str(html_path))
     click.echo(f"tcpadvise bench: wrote {', '.join(written)}", err=True)
 
 
@@ -651,6 +697,33 @@ def config_check_command(file: Path) -> None:
         click.echo(line, err=not check.ok)
     if not check.ok:
         raise SystemExit(2)
+
+
+def _require_html_destination(output_format: str, output: Path | None) -> None:
+    """An html page is for a file: refused on a terminal (before the work), where it would be noise."""
+    if output_format == "html" and output is None and click.get_text_stream("stdout").isatty():
+        raise click.UsageError("--format html writes a page for a browser: give -o FILE (or redirect stdout to a file)")
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        write_atomically(output, text)
+    except OSError as error:
+        raise OutputWriteError(f"{output}: cannot write ({error.strerror or error})") from None
+    click.echo(f"tcpadvise: wrote {output}", err=True)
+
+
+def _emit_text(render, output: Path | None) -> None:
+    """Text to the terminal as is; to -o FILE without colours, 120 columns wide."""
+    if output is None:
+        render(Console(highlight=False))
+        return
+    buffer = io.StringIO()
+    render(Console(file=buffer, highlight=False, width=120, color_system=None))
+    _emit(buffer.getvalue(), output)
 
 
 def _warn(message: str) -> None:

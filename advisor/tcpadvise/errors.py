@@ -75,6 +75,10 @@ class PolicyWriteError(TcpadviseError):
     """report --emit-policy cannot write its file."""
 
 
+class OutputWriteError(TcpadviseError):
+    """report -o or bench --html cannot write its file."""
+
+
 class RecordError(TcpadviseError):
     """tcpadvise record could not set up or save a run.
 
