@@ -17,11 +17,13 @@ interval against control) and `bench_html` (bench's charts and tables).
 
 import datetime
 import html
+import inspect
 import io
 import math
 from collections import Counter
 
 from matplotlib import rc_context
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -38,6 +40,10 @@ _MAX_GROUP_CHARTS = 40
 # _BINS_PER_DOUBLING: a chart's bins per power of two (the shim keeps 128, too fine to see).
 _BINS_PER_DOUBLING = 4
 _ARM_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
+# _HORIZONTAL: boxplot's sideways option, renamed in matplotlib 3.10 (vert= warns since).
+_HORIZONTAL = (
+    {"orientation": "horizontal"} if "orientation" in inspect.signature(Axes.boxplot).parameters else {"vert": False}
+)
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 _STYLE = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d2330;
@@ -373,11 +379,11 @@ def _timeline_figure(report: Report, scope: Scope, start_ns: int) -> Figure:
             if item["pid"] != data["pid"]:
                 continue
             if raw["kind"] == "socket":
-                opened = ended - raw["duration_ns"] / 1e9
+                opened = ended - raw.get("duration_ns", 0) / 1e9
                 rows.append((f"connection {item['local']['port']}", opened, ended, "tab:blue",
                              "open" if raw["open"] else "closed"))
             else:
-                lifetime = raw["duration_ns"] / 1e9 / max(raw["connections"], 1)
+                lifetime = raw.get("duration_ns", 0) / 1e9 / max(raw["connections"], 1)
                 rows.append((f"{raw['connections']} closed", None, None, None,
                              f"{raw['connections']} closed connection(s), mean lifetime {_seconds(lifetime)} "
                              "(open and close times are not in the trace)"))
@@ -449,8 +455,8 @@ def _arm_distributions(arms: list) -> Figure:
               for arm in arms]
     positions = [index for index, arm_values in enumerate(values) if arm_values]
     if positions:
-        means.boxplot([values[index] for index in positions], positions=positions, vert=False, widths=0.5,
-                      showfliers=False)
+        means.boxplot([values[index] for index in positions], positions=positions, widths=0.5, showfliers=False,
+                      **_HORIZONTAL)
         for index in positions:
             jitter = [index + 0.18 * math.sin(number * 2.399) for number in range(len(values[index]))]
             means.scatter(values[index], jitter, s=8, alpha=0.5, color=_ARM_COLOURS[index % len(_ARM_COLOURS)])
