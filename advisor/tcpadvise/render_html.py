@@ -399,6 +399,7 @@ def _timeline_figure(report: Report, scope: Scope, start_ns: int) -> Figure:
         ax.text(ended, position, f"  {note}", va="center", fontsize=8, color="0.3")
     ax.set_yticks(range(len(shown)), [label for label, *_ in shown], fontsize=8)
     ax.set_ylim(len(shown) - 0.4, -0.6)
+    ax.ticklabel_format(axis="x", style="plain", useOffset=False)
     ax.set_xlabel("seconds since the first process of these traces started")
     ax.set_xlim(left=0)
     if len(rows) > len(shown):

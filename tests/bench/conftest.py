@@ -22,10 +22,11 @@ def built():
 
 @pytest.fixture(scope="session")
 def loopback_run(built, tmp_path_factory):
-    """One real run of every suite on loopback, with charts: (CliRunner result, output directory)."""
+    """One real run of every suite on loopback, with charts and the page: (CliRunner result, output directory)."""
     out = tmp_path_factory.mktemp("bench")
     result = invoke(
-        "bench", *TINY, "-o", str(out / "calibration.json"), "--plot", str(out / "plots"), env=built
+        "bench", *TINY, "-o", str(out / "calibration.json"), "--plot", str(out / "plots"),
+        "--html", str(out / "bench.html"), env=built
     )
     assert result.exit_code == 0, result.output
     return result, out

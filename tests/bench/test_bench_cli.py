@@ -151,3 +151,14 @@ def test_bench_against_a_bench_server(built, tmp_path):
         server.wait(timeout=10)
     # SIGTERM stops bench-server and the load generator it runs.
     assert wait_for(lambda: not Path(f"/proc/{far_end}").exists(), timeout=5)
+
+
+def test_html_page_draws_every_suite_offline(loopback_run, tmp_path):
+    from browserlib import assert_page_is_whole, open_page
+
+    result, out = loopback_run
+    assert str(out / "bench.html") in result.stderr
+    visit = open_page(out / "bench.html", tmp_path / "artifacts" / "bench.png")
+    assert_page_is_whole(visit, charts=4)
+    for suite in ("pingpong", "nagle", "stream", "rpc"):
+        assert suite in visit.text
