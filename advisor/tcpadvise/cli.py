@@ -239,6 +239,7 @@ def report_command(
     Example:
       tcpadvise report tcpadvise-out
       tcpadvise report --emit-policy policy.yaml tcpadvise-out
+      tcpadvise report --format html -o report.html tcpadvise-out
       tcpadvise report --format json tcpadvise-out | jq '.findings[] | {rule, severity, why}'
 
     \b
@@ -299,6 +300,10 @@ def report_command(
                 accepts), code, note}, expected_effect, source {seeds,
                 note, seed_effect, calibration}
       warnings  the warnings above, as sentences
+
+    HTML output: one self-contained page (no network needed to open it)
+    with the table, the findings and, per socket group, charts of write
+    sizes, writes per burst, turn times and a timeline.
 
     In a directory, a file that is not a tcpadvise document (not JSON, or
     JSON without a tcpadvise schema, such as a report saved there) is
@@ -475,6 +480,7 @@ def ab_report_command(
     Example:
       tcpadvise record -o trial --interval 1 --ab control=observe,treat=coalesce -- ./client
       tcpadvise ab report trial      # while it runs, and again after
+      tcpadvise ab report --format html -o trial.html trial
 
     \b
     Per arm: connections (and how many are live), turns, turn p50/p90/p99,

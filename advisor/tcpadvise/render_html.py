@@ -83,17 +83,17 @@ def report_html(report: Report) -> str:
     scopes = [subject for subject in subjects_of(report) if isinstance(subject, Scope)]
     body = [
         "<h1>tcpadvise report</h1>",
-        f'<p class="sub">{len(report.traces)} trace(s), {len(processes)} process(es), '
+        (f'<p class="sub">{len(report.traces)} trace(s), {len(processes)} process(es), '
         f"{len(report.sockets)} socket item(s), {len(scopes)} socket group(s); traces written "
-        f"{_e(_when(report))}</p>",
+        f"{_e(_when(report))}</p>"),
         *_warnings(report.warnings),
         "<h2>Sockets</h2>",
         _socket_table(report),
         _findings_section(report.findings),
         "<h2>Socket groups</h2>",
-        '<p class="note">A group is the sockets of one program, role and service. Histograms count calls '
+        ('<p class="note">A group is the sockets of one program, role and service. Histograms count calls '
         "(log scale of sizes and times, 4 bins per doubling); a turn runs from the first write of a request "
-        "to the first byte of its reply, as the application sees it.</p>",
+        "to the first byte of its reply, as the application sees it.</p>"),
     ]
     drawn = sorted(scopes, key=lambda scope: -scope.merged["writes"]["calls"])[:_MAX_GROUP_CHARTS]
     if len(scopes) > len(drawn):
@@ -115,20 +115,20 @@ def ab_html(ab_report: dict, experiment) -> str:
     split_p = "-" if split["p_value"] is None else format_value(split["p_value"], "ratio")
     body = [
         f"<h1>Experiment {_e(ab_report['experiment'])}</h1>",
-        f'<p class="sub">seed {ab_report["seed"]}, control: {_e(ab_report["control"])}, {_e(state)}, '
+        (f'<p class="sub">seed {ab_report["seed"]}, control: {_e(ab_report["control"])}, {_e(state)}, '
         f"{ab_report['live_connections']} connection(s) live; traces written "
-        f"{_e(_unix_ns_text(ab_report['as_of_unix_ns']))}</p>",
-        f'<div class="card"><p class="verdict">Verdict: {_e(headline)}</p><p>{_e(verdict["reason"])}</p>'
+        f"{_e(_unix_ns_text(ab_report['as_of_unix_ns']))}</p>"),
+        (f'<div class="card"><p class="verdict">Verdict: {_e(headline)}</p><p>{_e(verdict["reason"])}</p>'
         f'<p class="note">{_e(ab_report["metric"])}; {_e(ab_report["method"])}; smallest effect worth a '
-        f"verdict: {ab_report['min_effect']:.0%}.</p></div>",
+        f"verdict: {ab_report['min_effect']:.0%}.</p></div>"),
         *_warnings(ab_report["warnings"]),
         "<h2>Arms</h2>",
         _arm_table(ab_report),
-        f"<p>Split: {_e(', '.join(f'{name} {n}' for name, n in split['drawn'].items()))} "
-        f"(sample-ratio test p={_e(split_p)}{'' if split['ok'] else ', <strong>off the weights</strong>'})</p>",
+        (f"<p>Split: {_e(', '.join(f'{name} {n}' for name, n in split['drawn'].items()))} "
+        f"(sample-ratio test p={_e(split_p)}{'' if split['ok'] else ', <strong>off the weights</strong>'})</p>"),
         "<h2>Turn times per arm</h2>",
-        '<p class="note">Left: every turn of each arm, as a fraction of the arm\'s turns. Right: each '
-        "connection's mean turn time, the unit that was randomised and that the verdict compares.</p>",
+        ('<p class="note">Left: every turn of each arm, as a fraction of the arm\'s turns. Right: each '
+        "connection's mean turn time, the unit that was randomised and that the verdict compares.</p>"),
         _chart(_arm_distributions(arms), "ab-arms"),
         "<h2>Against control</h2>",
         _comparison_section(ab_report),
@@ -169,7 +169,7 @@ def _e(text) -> str:
 def _unix_ns_text(unix_ns: int) -> str:
     if not unix_ns:
         return "-"
-    return datetime.datetime.fromtimestamp(unix_ns / 1e9, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.datetime.fromtimestamp(unix_ns / 1e9, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _when(report: Report) -> str:
@@ -260,9 +260,9 @@ def _scope_section(report: Report, scope: Scope, start_ns: int, number: int) -> 
     sites = merge_call_sites([item.get("call_sites", []) for item in items])
     parts = [
         f'<section class="card" id="group-{number}"><h3>{_e(scope.program)} {_e(where)}</h3>',
-        f'<p class="note">pid {_e(", ".join(map(str, scope.pids)))}; {connections} connection(s) in '
+        (f'<p class="note">pid {_e(", ".join(map(str, scope.pids)))}; {connections} connection(s) in '
         f"{len(items)} socket item(s); {merged['writes']['calls']} writes, "
-        f"{_e(format_bytes(merged['writes']['bytes']))}</p>",
+        f"{_e(format_bytes(merged['writes']['bytes']))}</p>"),
         _chart(_scope_figure(merged), f"group{number}"),
         _chart(_timeline_figure(report, scope, start_ns), f"timeline{number}"),
     ]
@@ -385,8 +385,8 @@ def _timeline_figure(report: Report, scope: Scope, start_ns: int) -> Figure:
             else:
                 lifetime = raw.get("duration_ns", 0) / 1e9 / max(raw["connections"], 1)
                 rows.append((f"{raw['connections']} closed", None, None, None,
-                             f"{raw['connections']} closed connection(s), mean lifetime {_seconds(lifetime)} "
-                             "(open and close times are not in the trace)"))
+                             (f"{raw['connections']} closed connection(s), mean lifetime {_seconds(lifetime)} "
+                             "(open and close times are not in the trace)")))
     shown = rows[:12]
     figure, (ax,) = _new_figure(12, 0.5 + 0.32 * len(shown))
     ax.grid(True, axis="x", alpha=0.3)
