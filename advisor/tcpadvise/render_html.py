@@ -37,8 +37,12 @@ from .units import format_bytes, format_duration_us, format_value
 
 # _MAX_GROUP_CHARTS: socket groups drawn (the busiest by writes); the table lists every one.
 _MAX_GROUP_CHARTS = 40
-# _BINS_PER_DOUBLING: a chart's bins per power of two (the shim keeps 128, too fine to see).
+# _CALL_SITES_SHOWN: the sites a table names, those with the most writes first (JSON has them all).
+_CALL_SITES_SHOWN = 20
+# _BINS_PER_DOUBLING: a chart's bins per power of two (the shim keeps 128, too fine to see);
+# _MAX_BINS: bins of a chart at most (40 doublings), whatever a trace claims.
 _BINS_PER_DOUBLING = 4
+_MAX_BINS = 160
 _ARM_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
 # _HORIZONTAL: boxplot's sideways option, renamed in matplotlib 3.10 (vert= warns since).
 _HORIZONTAL = (
@@ -241,13 +245,16 @@ def _finding_card(finding: dict) -> str:
 
 def _call_site_table(sites: list[dict]) -> str:
     rows = []
-    for site in sites:
+    for site in sites[:_CALL_SITES_SHOWN]:
         mean = site["bytes"] / site["writes"] if site["writes"] else 0
         first = site["first_of_burst"] / site["sampled_writes"] if site["sampled_writes"] else 0
         rows.append(
             f"<tr><td class=mono>{_e(site_text(site))}</td><td class=num>{site['writes']}</td>"
             f"<td class=num>{_e(format_bytes(mean))}</td><td class=num>{first:.0%}</td></tr>"
         )
+    if len(sites) > _CALL_SITES_SHOWN:
+        rows.append(f'<tr><td colspan=4 class="note">{len(sites) - _CALL_SITES_SHOWN} more sites '
+                    "(--format json lists them all)</td></tr>")
     return ("<table><tr><th>call site</th><th>writes</th><th>mean size</th><th>first of burst</th></tr>"
             + "".join(rows) + "</table>")
 
@@ -322,7 +329,7 @@ def _histogram(ax, histogram: dict | None, factor: float, label: str, colour: st
     ax.set_ylim(bottom=0)
     for fraction, style in ((0.5, "-"), (0.99, "--")):
         value = hist.percentile(histogram, fraction)
-        if value is not None:
+        if value is not None and value > 0:
             ax.axvline(value * factor, color="0.15", linestyle=style, linewidth=1,
                        label=f"p{round(fraction * 100)} {_short(value * factor)}")
     ax.legend(fontsize=8, frameon=False)
@@ -348,11 +355,15 @@ def _log_bins(histogram: dict | None, factor: float) -> tuple[list[float], list[
     """Bucket counts re-binned on edges 2^(k/_BINS_PER_DOUBLING), in the chart's unit."""
     if not histogram or not histogram.get("buckets"):
         return [], []
-    ranges = [(low * factor, high * factor, count) for low, high, count in hist.ranges(histogram) if count]
-    lowest = max(min(low for low, _, _ in ranges), 1e-9)
-    highest = max(high for _, high, _ in ranges)
+    ranges = [(low * factor, high * factor, count) for low, high, count in hist.ranges(histogram)
+              if count > 0 and math.isfinite(low) and math.isfinite(high)]
+    if not ranges:
+        return [], []
+    # Zeros (a write of 0 bytes) have no place on a log axis: they join the lowest bin.
+    lowest = min((low for low, _, _ in ranges if low > 0), default=1.0)
+    highest = max(max(high for _, high, _ in ranges), lowest * 2)
     first = math.floor(math.log2(lowest) * _BINS_PER_DOUBLING)
-    last = max(math.ceil(math.log2(highest) * _BINS_PER_DOUBLING), first + 1)
+    last = min(max(math.ceil(math.log2(highest) * _BINS_PER_DOUBLING), first + 1), first + _MAX_BINS)
     edges = [2 ** (k / _BINS_PER_DOUBLING) for k in range(first, last + 1)]
     counts = [0] * (len(edges) - 1)
     for low, _, count in ranges:

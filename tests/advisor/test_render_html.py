@@ -17,7 +17,7 @@ from tcpadvise.render_html import ab_html
 from tcpadvise.traces import Inputs
 from testlib import REPO, Server, assert_one_line_error, invoke, prog, shim_path
 
-from .conftest import make_socket, make_trace, write_json, write_trace
+from .conftest import make_hist, make_socket, make_trace, write_json, write_trace
 from .test_ab import experiment_trace, report_of
 
 needs_shim = pytest.mark.skipif(not shim_path().exists(), reason="needs the built shim (cmake --build build)")
@@ -104,6 +104,17 @@ def test_traced_strings_are_text_not_markup(tmp_path):
     assert visit.title == "tcpadvise report" and HOSTILE in visit.text
 
 
+def test_zero_byte_writes_join_the_lowest_bin(tmp_path):
+    socket = make_socket()
+    socket["writes"]["size"] = make_hist([0, 0, 0, 5, 1400])
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    write_trace(traces, make_trace([socket]))
+    page = tmp_path / "zeros.html"
+    assert invoke("report", "--format", "html", "-o", page, traces).exit_code == 0
+    assert_page_is_whole(open_page(page, tmp_path / "artifacts" / "zeros.png"), charts=2)
+
+
 def test_arm_names_are_text_in_the_page_and_in_the_charts(tmp_path):
     # Arm names come from the traces: markup in the page, `$` in matplotlib's labels.
     trace = experiment_trace({"<b>$c$": [3e5] * 12, "t<i>$": [1e5] * 12})
@@ -161,3 +172,25 @@ def test_output_replaces_a_symlink_not_its_target(tmp_path):
     assert invoke("report", "--format", "json", "-o", page, traces).exit_code == 0
     assert target.read_text() == "keep" and not page.is_symlink()
     assert page.read_text().startswith("{")
+
+
+def test_an_experiment_too_small_to_compare_still_has_its_page(tmp_path):
+    trace = experiment_trace({"control": [3e5], "treat": [1e5, 2e5]})
+    report = report_of(trace)
+    assert report["comparisons"] == []
+    page = tmp_path / "small.html"
+    page.write_text(ab_html(report, collect(Inputs(traces=[trace], manifests=[], stale=[]))))
+    visit = open_page(page, tmp_path / "artifacts" / "small.png")
+    assert_page_is_whole(visit, charts=1)
+    assert "Verdict: not enough data" in visit.text and "No arm has enough connections" in visit.text
+
+
+def test_a_trace_without_sockets_is_a_page_without_charts(tmp_path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    write_trace(traces, make_trace([]))
+    page = tmp_path / "empty.html"
+    assert invoke("report", "--format", "html", "-o", page, traces).exit_code == 0
+    visit = open_page(page, tmp_path / "artifacts" / "empty.png")
+    assert_page_is_whole(visit, charts=0)
+    assert visit.charts == [] and "No TCP sockets in these traces." in visit.text
