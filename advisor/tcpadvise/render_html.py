@@ -36,7 +36,7 @@ from .symbolize import merge_call_sites, site_text
 from .units import format_bytes, format_duration_us, format_value
 
 # _MAX_GROUP_CHARTS: socket groups drawn (the busiest by writes); the table lists every one.
-_MAX_GROUP_CHARTS = 40
+_MAX_GROUP_CHARTS = 20
 # _CALL_SITES_SHOWN: the sites a table names, those with the most writes first (JSON has them all).
 _CALL_SITES_SHOWN = 20
 # _BINS_PER_DOUBLING: a chart's bins per power of two (the shim keeps 128, too fine to see);
@@ -73,6 +73,8 @@ td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-n
 dl { display: grid; grid-template-columns: max-content 1fr; gap: .25em 1em; margin: .6em 0; }
 dt { color: #5b6475; } dd { margin: 0; }
 .note { color: #5b6475; font-size: .92em; }
+a { color: #1f5fbf; text-decoration: none; } a:hover { text-decoration: underline; }
+nav ul { margin: .4em 0 0; padding-left: 1.4em; }
 """
 
 
@@ -91,22 +93,42 @@ def report_html(report: Report) -> str:
         f"{len(report.sockets)} socket item(s), {len(scopes)} socket group(s); traces written "
         f"{_e(_when(report))}</p>"),
         *_warnings(report.warnings),
-        "<h2>Sockets</h2>",
+        _contents(scopes),
+        '<h2 id="sockets">Sockets</h2>',
         _socket_table(report),
         _findings_section(report.findings),
-        "<h2>Socket groups</h2>",
+        '<h2 id="groups">Socket groups</h2>',
         ('<p class="note">A group is the sockets of one program, role and service. Histograms count calls '
         "(log scale of sizes and times, 4 bins per doubling); a turn runs from the first write of a request "
         "to the first byte of its reply, as the application sees it.</p>"),
     ]
-    drawn = sorted(scopes, key=lambda scope: -scope.merged["writes"]["calls"])[:_MAX_GROUP_CHARTS]
+    drawn = _busiest(scopes)
     if len(scopes) > len(drawn):
         body.append(f'<p class="note">Charts for the {len(drawn)} groups with the most writes of '
                     f"{len(scopes)}; the table above lists every socket.</p>")
-    start = min((trace.data["start_unix_ns"] for trace in report.traces), default=0)
     for number, scope in enumerate(drawn):
-        body.append(_scope_section(report, scope, start, number))
+        body.append(_scope_section(report, scope, number))
     return _page("tcpadvise report", body)
+
+
+def _busiest(scopes: list[Scope]) -> list[Scope]:
+    """The groups that get charts: those with the most writes first."""
+    return sorted(scopes, key=lambda scope: -scope.merged["writes"]["calls"])[:_MAX_GROUP_CHARTS]
+
+
+def _where(scope: Scope) -> str:
+    return f"server :{scope.local_port}" if scope.role == "server" else f"{scope.role} → {scope.peer}:{scope.peer_port}"
+
+
+def _contents(scopes: list[Scope]) -> str:
+    links = "".join(
+        f'<li><a href="#group-{number}">{_e(scope.program)} {_e(_where(scope))}</a></li>'
+        for number, scope in enumerate(_busiest(scopes))
+    )
+    return (
+        '<nav class="card"><a href="#sockets">Sockets</a> · <a href="#findings">Findings</a> · '
+        f'<a href="#groups">Socket groups</a>{f"<ul>{links}</ul>" if links else ""}</nav>'
+    )
 
 
 def ab_html(ab_report: dict, experiment) -> str:
@@ -206,7 +228,7 @@ def _socket_table(report: Report) -> str:
 def _findings_section(findings: list[dict]) -> str:
     counts = Counter(finding["severity"] for finding in findings)
     summary = ", ".join(f"{counts[severity]} {severity}" for severity in SEVERITIES if counts[severity])
-    parts = [f"<h2>Findings: {_e(summary or 'none')}</h2>"]
+    parts = [f"<h2 id=\"findings\">Findings: {_e(summary or 'none')}</h2>"]
     order = {severity: rank for rank, severity in enumerate(SEVERITIES)}
     for finding in sorted(findings, key=lambda finding: order.get(finding["severity"], len(order))):
         parts.append(_finding_card(finding))
@@ -259,8 +281,8 @@ def _call_site_table(sites: list[dict]) -> str:
             + "".join(rows) + "</table>")
 
 
-def _scope_section(report: Report, scope: Scope, start_ns: int, number: int) -> str:
-    where = f"server :{scope.local_port}" if scope.role == "server" else f"{scope.role} → {scope.peer}:{scope.peer_port}"
+def _scope_section(report: Report, scope: Scope, number: int) -> str:
+    where = _where(scope)
     merged = scope.merged
     items = [report.sockets[index] for index in scope.sockets]
     connections = sum(item["connections"] for item in items)
@@ -271,7 +293,7 @@ def _scope_section(report: Report, scope: Scope, start_ns: int, number: int) -> 
         f"{len(items)} socket item(s); {merged['writes']['calls']} writes, "
         f"{_e(format_bytes(merged['writes']['bytes']))}</p>"),
         _chart(_scope_figure(merged), f"group{number}"),
-        _chart(_timeline_figure(report, scope, start_ns), f"timeline{number}"),
+        _chart(_timeline_figure(report, scope), f"timeline{number}"),
     ]
     if sites:
         parts += ["<p><strong>Call sites</strong> (sampled writes)</p>", _call_site_table(sites)]
@@ -372,13 +394,14 @@ def _log_bins(histogram: dict | None, factor: float) -> tuple[list[float], list[
     return edges, counts
 
 
-def _timeline_figure(report: Report, scope: Scope, start_ns: int) -> Figure:
+def _timeline_figure(report: Report, scope: Scope) -> Figure:
     """The group's processes (start to last trace) and, placed in time, its connections still open.
 
     A trace keeps no open or close time for closed connections (only their lifetimes, summed in
     a group): they are said in a label, not drawn where they were not seen.
     """
     traces = [trace for trace in report.traces if trace.data["pid"] in scope.pids]
+    start_ns = min((trace.data["start_unix_ns"] for trace in traces), default=0)
     rows = []
     for trace in traces:
         data = trace.data
@@ -411,7 +434,7 @@ def _timeline_figure(report: Report, scope: Scope, start_ns: int) -> Figure:
     ax.set_yticks(range(len(shown)), [label for label, *_ in shown], fontsize=8)
     ax.set_ylim(len(shown) - 0.4, -0.6)
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)
-    ax.set_xlabel("seconds since the first process of these traces started")
+    ax.set_xlabel("seconds since the group's first process started")
     ax.set_xlim(left=0)
     if len(rows) > len(shown):
         ax.set_title(f"timeline (first {len(shown)} of {len(rows)} rows)", fontsize=9, loc="left")
