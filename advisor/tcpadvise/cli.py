@@ -503,6 +503,10 @@ def ab_report_command(
     ratio, ratio_cs, always_valid_p, significant, equivalent, fixed_horizon
     {ci95_us, p_value}, ...}], verdict {outcome, winner, reason,
     connections_needed}, warnings.
+
+    HTML: one self-contained page with the verdict, the arms, each arm's
+    turn-time distribution and per-connection means, and against control
+    the confidence sequence and the fixed-horizon interval, drawn.
     """
     _require_html_destination(output_format, output)
     inputs = load_inputs(paths)
