@@ -29,7 +29,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from . import hist
 from .metrics import Scope, subjects_of
-from .render import _evidence_text, _figure_cells, _identity_cells, _policy_text, _scope_text
+from .render import _OP_SYMBOLS, _figure_cells, _identity_cells, _policy_text, _scope_text
 from .report import Report
 from .rulebook import SEVERITIES
 from .symbolize import merge_call_sites, site_text
@@ -48,7 +48,7 @@ _ARM_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", 
 _HORIZONTAL = (
     {"orientation": "horizontal"} if "orientation" in inspect.signature(Axes.boxplot).parameters else {"vert": False}
 )
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+_CSP = "default-src 'none'; style-src 'unsafe-inline'"
 _STYLE = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d2330;
        max-width: 1180px; margin: 0 auto; padding: 1.5em 2em 4em; background: #fbfbfc; }
@@ -239,7 +239,7 @@ def _finding_card(finding: dict) -> str:
     recommendation = finding["recommendation"]
     evidence = "".join(
         f"<tr><td class=mono>{_e(item['metric'])}</td><td class=num>{_e(format_value(item['value'], item['unit']))}</td>"
-        f"<td>{_e(_evidence_text(item).partition(' (')[2].rstrip(')') or 'context')}</td></tr>"
+        f"<td>{_e(_threshold_text(item))}</td></tr>"
         for item in finding["evidence"]
     )
     sites = finding.get("call_sites", [])
@@ -263,6 +263,18 @@ def _finding_card(finding: dict) -> str:
         f'<span class="mono">{_e(finding["rule"])}</span> {_e(finding["title"])} '
         f'<span class="note">(confidence {_e(finding["confidence"])})</span></h3><dl>{items}</dl></div>'
     )
+
+
+def _threshold_text(item: dict) -> str:
+    """What an evidence item's value passed: "≥ 2", "30.0 ms to 250.0 ms", or "context" (shown, not tested)."""
+    op, threshold, unit = item["op"], item["threshold"], item["unit"]
+    if op is None:
+        return "context"
+    if op == "between":
+        return " to ".join(format_value(bound, unit) for bound in threshold)
+    if op == "in":
+        return "in " + ", ".join(format_value(choice, unit) for choice in threshold)
+    return f"{_OP_SYMBOLS.get(op, op)} {format_value(threshold, unit)}"
 
 
 def _call_site_table(sites: list[dict]) -> str:
