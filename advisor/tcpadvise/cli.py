@@ -2,6 +2,7 @@
 
 import io
 import json
+import stat
 from pathlib import Path
 
 import click
@@ -42,7 +43,8 @@ output_option = click.option(
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="FILE",
-    help="Write the report to FILE (replaced whole, mode 0600, never through a symlink) instead of stdout.",
+    help="Write the report to FILE (replaced whole, mode 0600, never through a symlink; not a device or "
+    "pipe) instead of stdout.",
 )
 out_dir_option = click.option(
     "-o",
@@ -654,10 +656,7 @@ def bench_command(
 
         buffer = io.StringIO()
         render_summary(result.results, Console(file=buffer, highlight=False, width=120, color_system=None))
-        try:
-            write_atomically(html_path, bench_html(result.results, buffer.getvalue()))
-        except OSError as error:
-            raise OutputWriteError(f"{html_path}: cannot write ({error.strerror or error})") from None
+        _write_output(html_path, bench_html(result.results, buffer.getvalue()))
         written.append(str(html_path))
     click.echo(f"tcpadvise bench: wrote {', '.join(written)}", err=True)
 
@@ -719,11 +718,26 @@ def _emit(text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
+    _write_output(output, text)
+    click.echo(f"tcpadvise: wrote {output}", err=True)
+
+
+def _write_output(output: Path, text: str) -> None:
+    """Write a report file through safefile: a new file renamed into place.
+
+    A rename would replace a device or pipe (/dev/stdout, a FIFO) with a plain file, so a path that
+    is, or leads to, anything but a regular file is refused; stdout is there for those.
+    """
+    try:
+        kind = output.stat().st_mode
+    except OSError:
+        kind = None
+    if kind is not None and not stat.S_ISREG(kind):
+        raise OutputWriteError(f"{output}: not a regular file (leave out -o to write to stdout)")
     try:
         write_atomically(output, text)
     except OSError as error:
         raise OutputWriteError(f"{output}: cannot write ({error.strerror or error})") from None
-    click.echo(f"tcpadvise: wrote {output}", err=True)
 
 
 def _emit_text(render, output: Path | None) -> None:

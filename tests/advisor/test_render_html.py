@@ -194,3 +194,18 @@ def test_a_trace_without_sockets_is_a_page_without_charts(tmp_path):
     visit = open_page(page, tmp_path / "artifacts" / "empty.png")
     assert_page_is_whole(visit, charts=0)
     assert visit.charts == [] and "No TCP sockets in these traces." in visit.text
+
+
+def test_output_to_a_pipe_or_device_is_refused_not_replaced(tmp_path):
+    # A rename onto a FIFO (or /dev/stdout) would put a plain file in its place.
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    write_trace(traces, make_trace())
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "link"
+    link.symlink_to(fifo)
+    for output in (fifo, link):
+        result = invoke("report", "--format", "html", "-o", output, traces)
+        assert_one_line_error(result, 1, f"{output}: not a regular file (leave out -o to write to stdout)")
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and link.is_symlink()
