@@ -12,9 +12,9 @@ import sys
 
 import pytest
 from browserlib import assert_page_is_whole, open_page
-from tcpadvise.ab import collect
-from tcpadvise.render_html import ab_html
-from tcpadvise.traces import Inputs
+from tcpadvise.ab.experiment import collect
+from tcpadvise.render.html import ab_html
+from tcpadvise.trace.reader import Inputs
 from testlib import REPO, Server, assert_one_line_error, invoke, prog, shim_path
 
 from .conftest import make_hist, make_socket, make_trace, write_json, write_trace

@@ -27,13 +27,13 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from . import hist
-from .metrics import Scope, subjects_of
-from .render import _OP_SYMBOLS, _figure_cells, _identity_cells, _policy_text, _scope_text
-from .report import Report
-from .rulebook import SEVERITIES
-from .symbolize import merge_call_sites, site_text
-from .units import format_bytes, format_duration_us, format_value
+from ..model import hist
+from ..model.metrics import Scope, subjects_of
+from ..model.report import Report
+from ..rules.rulebook import SEVERITIES
+from ..symbols.symbolize import merge_call_sites, site_text
+from ..units import format_bytes, format_duration_us, format_value
+from .text import _OP_SYMBOLS, _figure_cells, _identity_cells, _policy_text, _scope_text
 
 # _MAX_GROUP_CHARTS: socket groups drawn (the busiest by writes); the table lists every one.
 _MAX_GROUP_CHARTS = 20
@@ -163,8 +163,8 @@ def ab_html(ab_report: dict, experiment) -> str:
 
 
 def bench_html(results: dict, summary_text: str) -> str:
-    """The page of `tcpadvise bench --html FILE`: bench_plot's charts, then the summary tables as text."""
-    from .bench_plot import suite_figures
+    """The page of `tcpadvise bench --html FILE`: bench.plot's charts, then the summary tables as text."""
+    from ..bench.plot import suite_figures
 
     path = results["path"]["description"]
     body = [
