@@ -25,7 +25,7 @@ from collections import Counter
 from matplotlib import rc_context
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from ..model import hist
 from ..model.metrics import Scope, subjects_of
@@ -551,8 +551,11 @@ def _comparison_figure(ab_report: dict) -> Figure:
     figure, (ratios, differences) = _new_figure(12, 0.9 + 0.55 * len(comparisons), 2)
     effect = ab_report["min_effect"]
     labels = [_m(f"{c['arm']} / {ab_report['control']}") for c in comparisons]
+    extent = [1 - effect, 1 + effect]
     for position, c in enumerate(comparisons):
-        low, high = c["ratio_cs"]
+        # Rounded to 4 digits, a bound can be 0, which a log axis has no place for.
+        low, high = (max(bound, 1e-6) for bound in c["ratio_cs"])
+        extent += [low, high]
         colour = "tab:green" if c["significant"] and c["ratio"] < 1 else "tab:red" if c["significant"] else "tab:gray"
         ratios.errorbar([c["ratio"]], [position], xerr=[[c["ratio"] - low], [high - c["ratio"]]], fmt="o",
                         color=colour, capsize=5, linewidth=2)
@@ -562,9 +565,14 @@ def _comparison_figure(ab_report: dict) -> Figure:
                              fmt="s", color=colour, capsize=5, linewidth=2)
     ratios.axvspan(1 - effect, 1 + effect, color="0.85", zorder=0)
     ratios.axvline(1, color="0.2", linewidth=1)
+    # Ratios multiply: on a log axis 0.5 and 2 are as far from 1.
+    ratios.set_xscale("log")
+    _log_axis(ratios.xaxis, min(extent) / 1.2, max(extent) * 1.2)
     ratios.set_xlabel("ratio of geometric mean turn times, arm / control (95% confidence sequence)")
     differences.axvline(0, color="0.2", linewidth=1)
-    differences.set_xlabel("difference of mean turn times (µs), fixed-horizon 95% CI")
+    differences.xaxis.set_major_locator(MaxNLocator(6))
+    differences.xaxis.set_major_formatter(FuncFormatter(lambda value, _: _signed(value) if value else "0"))
+    differences.set_xlabel("difference of mean turn times, arm - control (fixed-horizon 95% CI)")
     for ax in (ratios, differences):
         ax.set_yticks(range(len(labels)), labels)
         ax.set_ylim(-0.6, len(labels) - 0.4)
