@@ -2,9 +2,10 @@
 
 The shim parses policy configs itself (docs/policy-config.md); this module
 never re-implements that parser: it runs tcpadvise-config-check, built from
-the same source and installed beside the shim, and writes the one-rule config
+the same source and installed with the shim (libexec/tcpadvise), and writes the one-rule config
 a built-in policy name stands for."""
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from .errors import ConfigError, RecordError
 from .policyconfig import BUILTIN_SETTINGS, CONFIG_VERSION
 from .safefile import write_atomically
-from .shim import find_shim
+from .shim import find_helper
 
 BUILTIN_POLICIES = tuple(BUILTIN_SETTINGS)
 CHECKER_NAME = "tcpadvise-config-check"
@@ -33,9 +34,7 @@ def check_config(path: Path) -> ConfigCheck:
         raise ConfigError(f"{path}: is a directory, not a config file")
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
-    checker = find_shim().parent / CHECKER_NAME
-    if not checker.is_file():
-        raise ConfigError(f"{CHECKER_NAME} not found beside the shim ({checker}); rebuild tcpadvise")
+    checker = find_helper(CHECKER_NAME, None, os.environ, ConfigError)
     # The checker quotes the file, which may hold bytes that are not UTF-8.
     result = subprocess.run(
         [str(checker), str(path)], capture_output=True, text=True, errors="replace", check=False

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from .errors import PolicyWriteError
+from .resources import doc_path
 
 CONFIG_VERSION = 1
 BUILTIN_SETTINGS = {
@@ -63,7 +64,7 @@ def write_policy_config(path: Path, findings: list[dict]) -> dict:
     rules = scope_rules(findings)
     config = {"version": CONFIG_VERSION, "rules": rules[:MAX_RULES]}
     lines = [
-        "# tcpadvise policy config (docs/policy-config.md), written by 'tcpadvise report --emit-policy'.",
+        f"# tcpadvise policy config ({doc_path('policy-config.md')}), written by 'tcpadvise report --emit-policy'.",
         "# Try it: tcpadvise record --policy THIS-FILE -- COMMAND",
         f"version: {CONFIG_VERSION}",
         "rules:" if config["rules"] else "rules: []",
