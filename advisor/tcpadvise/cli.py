@@ -142,9 +142,11 @@ def record_command(
     whether the shim could see the binary; 'tcpadvise report' ignores traces
     an earlier run left in DIR. SIGINT and SIGTERM are passed on to CMD.
 
-    The shim is $TCPADVISE_SHIM if set, else build/preload/libtcpadvise.so of
-    the source checkout this tcpadvise runs from, else
-    <prefix>/lib/tcpadvise/libtcpadvise.so (this Python's prefix, then /usr/local).
+    The shim is $TCPADVISE_SHIM if set, else that of the installation
+    recorded when this package was installed (TCPADVISE_PREFIX=PREFIX pip
+    install), else the one pkg-config finds (pkg-config --variable=shim
+    tcpadvise), else build/preload/libtcpadvise.so of the source checkout
+    this tcpadvise runs from.
 
     With --policy the shim also acts: nodelay sets TCP_NODELAY, cork corks
     each burst of writes until the program reads or waits, coalesce holds
