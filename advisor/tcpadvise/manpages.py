@@ -34,11 +34,17 @@ def commands(
     """A context for `command` and for each of its visible subcommands, depth first."""
     ctx = click.Context(command, info_name=name, parent=parent)
     yield ctx
-    if isinstance(command, click.Group):
-        for sub_name in command.list_commands(ctx):
-            sub = command.get_command(ctx, sub_name)
-            if sub is not None and not sub.hidden:
-                yield from commands(sub, ctx, sub_name)
+    for sub in subcommands(ctx):
+        yield from commands(sub.command, ctx, sub.info_name)
+
+
+def subcommands(ctx: click.Context) -> list[click.Context]:
+    """A context for each visible subcommand of ctx's command (none but for a group)."""
+    group = ctx.command
+    if not isinstance(group, click.Group):
+        return []
+    found = ((name, group.get_command(ctx, name)) for name in group.list_commands(ctx))
+    return [click.Context(sub, info_name=name, parent=ctx) for name, sub in found if sub and not sub.hidden]
 
 
 def page_name(ctx: click.Context) -> str:
@@ -82,8 +88,7 @@ def render_page(ctx: click.Context, version: str) -> str:
         out.append(".SH OPTIONS")
         for terms, text in records:
             out += [".TP", f".B {escape(terms)}", escape(text)]
-    subs = list(commands(command, ctx.parent, ctx.info_name))[1:]
-    children = [sub for sub in subs if sub.parent is not None and sub.parent.command is command]
+    children = subcommands(ctx)
     if children:
         out.append(".SH COMMANDS")
         for sub in children:

@@ -4,7 +4,6 @@ finding or written config points at a path only a checkout has."""
 import re
 
 import pytest
-
 from tcpadvise.resources import DOCS_DIR, SEEDS_DIR, doc_path, seed_path
 from tcpadvise.rulebook import builtin_rule_files, load_rulebook
 

@@ -4,7 +4,6 @@ import types
 from pathlib import Path
 
 import pytest
-
 from tcpadvise.errors import ShimNotFoundError
 from tcpadvise.shim import (
     SHIM_ENV,

@@ -84,11 +84,12 @@ def test_layout_follows_gnu_install_dirs(installed):
 
 def test_the_command_runs_from_the_venv_and_finds_the_recorded_install(installed):
     # Every module of the package comes from the venv, and the shim is the one recorded at install.
-    script = ("import sys, tcpadvise.cli, tcpadvise.shim as shim; "
-              "print(sorted({m.__file__ for n, m in sys.modules.items() if n.startswith('tcpadvise')})); "
+    script = ("import json, sys, tcpadvise.cli, tcpadvise.shim as shim; "
+              "print(json.dumps([m.__file__ for n, m in sys.modules.items() if n.startswith('tcpadvise')])); "
               "print(shim.find_shim()); print(shim.recorded_installation().origin)")
     out = run(["python", "-c", script], installed.env, installed.work).stdout.splitlines()
-    assert all(path.startswith(str(installed.venv)) for path in eval(out[0])), out[0]  # noqa: S307 (our own print)
+    modules = json.loads(out[0])
+    assert len(modules) > 10 and all(path.startswith(str(installed.venv)) for path in modules), modules
     assert out[1:] == [str(installed.shim), "recorded at install"]
 
 
