@@ -6,9 +6,14 @@ import subprocess
 
 import click
 import pytest
-
 from tcpadvise.cli import cli
-from tcpadvise.manpages import commands, escape, render_page, write_completions, write_man_pages
+from tcpadvise.manpages import (
+    commands,
+    escape,
+    render_page,
+    write_completions,
+    write_man_pages,
+)
 
 
 @click.group()
