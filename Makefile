@@ -29,11 +29,12 @@ install-built:
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 # Removes every file the last install from $(BUILD) wrote (its
-# install_manifest.txt), then the directories of tcpadvise's own left empty.
+# install_manifest.txt, which names them without DESTDIR: give the same one),
+# then the directories of tcpadvise's own left empty.
 uninstall:
 	@test -f $(BUILD)/install_manifest.txt || { echo "uninstall: no $(BUILD)/install_manifest.txt: nothing was installed from $(BUILD)" >&2; exit 1; }
-	xargs -r -d '\n' rm -f -- < $(BUILD)/install_manifest.txt
-	sed -n 's|/[^/]*$$||p' $(BUILD)/install_manifest.txt | sort -u | grep '/tcpadvise$$' | \
+	sed 's|^|$(DESTDIR)|' $(BUILD)/install_manifest.txt | xargs -r -d '\n' rm -f --
+	sed -n 's|^\(.*\)/[^/]*$$|$(DESTDIR)\1|p' $(BUILD)/install_manifest.txt | sort -u | grep '/tcpadvise$$' | \
 	  xargs -r -d '\n' rmdir --ignore-fail-on-non-empty --
 	rm -f $(BUILD)/install_manifest.txt
 

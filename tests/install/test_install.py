@@ -78,6 +78,8 @@ def test_layout_follows_gnu_install_dirs(installed):
     helpers = sorted(path.name for path in installed.libexec.iterdir())
     assert helpers == ["burst", "tcpadvise-config-check", "tcpadvise-loadgen"]
     assert all(os.access(installed.libexec / helper, os.X_OK) for helper in helpers)
+    docs = installed.prefix / "share" / "doc" / "tcpadvise"
+    assert sorted(path.name for path in docs.iterdir()) == ["README.md", "policy-config.md"]
     recorded = json.loads((installed.prefix / "share" / "tcpadvise" / "install.json").read_text())
     assert recorded["shim"] == str(installed.shim) and recorded["libexec"] == str(installed.libexec)
 
