@@ -2,8 +2,8 @@
 
 The shim parses policy configs itself (docs/policy-config.md); this module
 never re-implements that parser: it runs tcpadvise-config-check, built from
-the same source and installed with the shim (libexec/tcpadvise), and writes the one-rule config
-a built-in policy name stands for."""
+the same source and installed with the shim (in libexec/tcpadvise), and
+writes the one-rule config a built-in policy name stands for."""
 
 import os
 import subprocess
