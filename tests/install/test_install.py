@@ -121,6 +121,14 @@ def test_record_report_and_a_policy_from_the_install(installed):
     checked = installed.tcpadvise("config", "check", "fix.yaml")
     assert "rule" in checked.stdout, checked.stdout
 
+    # Under a policy (its rules match this run's port, so the built-in one), the installed
+    # shim loads the installed config parser beside it.
+    installed.tcpadvise("record", "-o", "fixed", "--policy", "cork", "--", "bash", "-c",
+                        script.replace("--rounds 20", "--rounds 5"), "demo", burst)
+    (client,) = [item for trace in (installed.work / "fixed").glob("burst.*.json")
+                 for item in json.loads(trace.read_text())["sockets"] if item["role"] == "client"]
+    assert client["policy"]["settings"]["cork"] and client["policy"]["counters"]["corks"] == 5, client["policy"]
+
 
 def test_a_tiny_bench_from_the_install(installed):
     result = installed.tcpadvise("bench", "--suite", "nagle", "--runs", "2", "--rounds", "5", "--seconds", "0.1",
