@@ -19,6 +19,7 @@ from .policy import BUILTIN_POLICIES, check_config
 from .policyconfig import write_policy_config
 from .record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
 from .render import render_ab_text, render_json, render_text
+from .resources import DOCS_DIR, DOCS_PLACEHOLDER, SEEDS_DIR
 from .report import build_report
 from .rulebook import builtin_rule_files, check_rule_files, load_rulebook
 from .traces import load_inputs
@@ -363,6 +364,9 @@ def rules_list_command(rule_files: tuple[Path, ...]) -> None:
 def rules_show_command(rule_files: tuple[Path, ...], rule_id: str) -> None:
     """Print rule ID as written in its file, comments included.
 
+    Two lines come first: the file and line, then where the seed files and
+    the docs ({docs}) it names are (shipped with tcpadvise).
+
     \b
     Example:
       tcpadvise rules show sndbuf-limited
@@ -371,6 +375,7 @@ def rules_show_command(rule_files: tuple[Path, ...], rule_id: str) -> None:
     if rule is None:
         raise BadInputError(f"no rule has the id '{rule_id}' ('tcpadvise rules list' names them)")
     click.echo(f"# {rule.origin}, line {rule.line}")
+    click.echo(f"# seeds: files of {SEEDS_DIR}; {DOCS_PLACEHOLDER}: {DOCS_DIR}")
     click.echo(rule.source_text, nl=False)
 
 

@@ -78,8 +78,10 @@ def test_every_builtin_rule_cites_a_seed_that_exists():
 def test_rules_show_prints_the_rule_as_written():
     result = invoke("rules", "show", "nagle-delayed-ack")
     assert result.exit_code == 0
-    first, *rest = result.stdout.splitlines()
+    first, second, *rest = result.stdout.splitlines()
     assert first.startswith("# ") and first.endswith("nagle-delayed-ack.yaml, line 3")
+    # Where the seeds it names are: shipped with the package.
+    assert second == f"# seeds: files of {seed_path('x').parent}; {{docs}}: {seed_path('x').parents[1] / 'docs'}"
     text = "\n".join(rest)
     assert "- id: nagle-delayed-ack" in text
     assert "# The peer delays that ACK by its timer" in text  # comments stay
