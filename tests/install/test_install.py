@@ -144,11 +144,13 @@ def test_man_pages_for_every_command(installed):
     man1 = installed.prefix / "share" / "man" / "man1"
     pages = sorted(path.stem for path in man1.glob("*.1"))
     assert set(SUBCOMMAND_PAGES) <= set(pages) and len(pages) == 14, pages
+    if shutil.which("groff") is None:
+        pytest.skip("groff is not installed (scripts/install-deps.sh installs groff-base)")
     for page in pages:
         warnings = run(["groff", "-man", "-ww", "-z", man1 / f"{page}.1"], installed.env, installed.work)
         assert warnings.stderr == "", (page, warnings.stderr)
     if shutil.which("man") is None:
-        pytest.skip("man is not installed: the pages were checked with groff only")
+        pytest.skip("man is not installed (scripts/install-deps.sh installs man-db): the pages were checked with groff only")
     shown = run(["man", "-P", "cat", "tcpadvise-record"], {**installed.env, "MANPATH": str(installed.prefix / "share/man"),
                                                            "MANWIDTH": "100"}, installed.work).stdout
     assert "tcpadvise-record - Run CMD with the tcpadvise shim preloaded" in shown
@@ -167,7 +169,7 @@ def test_completions_are_installed_and_complete(installed):
 
 def test_pkg_config_names_the_shim_and_links_it(installed):
     if shutil.which("pkg-config") is None:
-        pytest.skip("pkg-config is not installed")
+        pytest.skip("pkg-config is not installed (scripts/install-deps.sh installs pkgconf)")
     env = {**installed.env, "PKG_CONFIG_PATH": str(installed.prefix / "lib" / "pkgconfig")}
     flags = run(["pkg-config", "--cflags", "--libs", "tcpadvise"], env, installed.work).stdout.split()
     libdir = installed.shim.parent
