@@ -54,6 +54,9 @@ def installed(tmp_path_factory):
         pytest.fail(f"{BUILD} has no man pages: configure it with Python able to import tcpadvise.cli")
     root = tmp_path_factory.mktemp("install")
     inst = Installed(root)
+    # The build's manifest of a real install of its own, which ours replaces, is put back after.
+    manifest = BUILD / "install_manifest.txt"
+    kept = manifest.read_bytes() if manifest.exists() else None
     run(["make", "--no-print-directory", "install-built", f"BUILD={BUILD}", f"PREFIX={inst.prefix}"], None, REPO)
     # A copy, so that building the wheel writes nothing into the checkout (the docs'
     # symlinks become files).
@@ -66,7 +69,9 @@ def installed(tmp_path_factory):
         timeout=120)
     shutil.rmtree(root / "src")
     assert not any(str(REPO) in value for value in inst.env.values())
-    return inst
+    yield inst
+    if kept is not None:
+        manifest.write_bytes(kept)
 
 
 def assert_no_checkout_path(text):
