@@ -19,10 +19,14 @@ INSTALL_RECORD = Path("share") / "tcpadvise" / "install.json"
 
 
 class BuildWithPaths(build_py):
+    """build_py, then tcpadvise/_paths.py from $TCPADVISE_PREFIX (removed when it is not set)."""
+
     def run(self):
         super().run()
+        target = Path(self.build_lib) / "tcpadvise" / "_paths.py"
         prefix = os.environ.get(PREFIX_ENV)
         if not prefix:
+            target.unlink(missing_ok=True)  # left in build/ by an earlier build with a prefix
             return
         record = Path(prefix) / INSTALL_RECORD
         try:
@@ -30,7 +34,6 @@ class BuildWithPaths(build_py):
             shim, libexec = paths["shim"], paths["libexec"]
         except (OSError, ValueError, KeyError) as error:
             raise SystemExit(f"${PREFIX_ENV}={prefix}: cannot read {record} ({error}); run 'make install PREFIX={prefix}' first")
-        target = Path(self.build_lib) / "tcpadvise" / "_paths.py"
         target.write_text(
             f'"""Where tcpadvise was installed (from {record}), recorded by setup.py."""\n'
             f"SHIM = {shim!r}\nLIBEXEC = {libexec!r}\n"
