@@ -3,7 +3,7 @@
 `TCPADVISE_PREFIX=PREFIX pip install advisor` (after `make install PREFIX=...`)
 reads PREFIX/share/tcpadvise/install.json, which `cmake --install` wrote, and
 writes its paths into the built package as tcpadvise/_paths.py, the first place
-tcpadvise.shim looks. Without TCPADVISE_PREFIX nothing is recorded (pkg-config
+tcpadvise.record.shim looks. Without TCPADVISE_PREFIX nothing is recorded (pkg-config
 and a checkout's build tree are searched instead). Everything else is in
 pyproject.toml."""
 

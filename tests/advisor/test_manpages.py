@@ -1,4 +1,4 @@
-"""The man pages generated from the click commands (tcpadvise.manpages): one per
+"""The man pages generated from the click commands (tcpadvise.cli.manpages): one per
 command, saying what --help says, valid roff."""
 
 import shutil
@@ -7,7 +7,7 @@ import subprocess
 import click
 import pytest
 from tcpadvise.cli import cli
-from tcpadvise.manpages import (
+from tcpadvise.cli.manpages import (
     commands,
     escape,
     render_page,

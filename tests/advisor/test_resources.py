@@ -5,7 +5,7 @@ import re
 
 import pytest
 from tcpadvise.resources import DOCS_DIR, SEEDS_DIR, doc_path, seed_path
-from tcpadvise.rulebook import builtin_rule_files, load_rulebook
+from tcpadvise.rules.rulebook import builtin_rule_files, load_rulebook
 
 from .conftest import REPO
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 from tcpadvise.errors import ShimNotFoundError
-from tcpadvise.shim import (
+from tcpadvise.record.shim import (
     SHIM_ENV,
     SHIM_NAME,
     find_helper,

@@ -91,7 +91,7 @@ def test_layout_follows_gnu_install_dirs(installed):
 
 def test_the_command_runs_from_the_venv_and_finds_the_recorded_install(installed):
     # Every module of the package comes from the venv, and the shim is the one recorded at install.
-    script = ("import json, sys, tcpadvise.cli, tcpadvise.shim as shim; "
+    script = ("import json, sys, tcpadvise.cli, tcpadvise.record.shim as shim; "
               "print(json.dumps([m.__file__ for n, m in sys.modules.items() if n.startswith('tcpadvise')])); "
               "print(shim.find_shim()); print(shim.recorded_installation().origin)")
     out = run(["python", "-c", script], installed.env, installed.work).stdout.splitlines()
@@ -190,7 +190,7 @@ def test_pkg_config_names_the_shim_and_links_it(installed):
     sockets = json.loads(trace.read_text())["sockets"]
     assert sorted((item["role"], item["writes"]["calls"]) for item in sockets) == [("client", 3), ("server", 0)]
     # The package finds the shim through pkg-config alone (no recorded install in this process).
-    script = ("import tcpadvise.shim as shim; print(shim.pkg_config_installation().shim)")
+    script = ("import tcpadvise.record.shim as shim; print(shim.pkg_config_installation().shim)")
     assert run(["python", "-c", script], env, installed.work).stdout.strip() == str(installed.shim)
 
 

@@ -10,10 +10,10 @@ from rich.console import Console
 from testlib import REPO
 
 from tcpadvise import schemas
-from tcpadvise.metrics import METRICS
-from tcpadvise.render import render_text
+from tcpadvise.model.metrics import METRICS
+from tcpadvise.render.text import render_text
 from tcpadvise.resources import seed_path
-from tcpadvise.rulebook import builtin_rule_files, load_rulebook
+from tcpadvise.rules.rulebook import builtin_rule_files, load_rulebook
 from tcpadvise.units import UNITS
 
 from .conftest import advised, invoke

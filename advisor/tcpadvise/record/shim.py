@@ -21,14 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ShimNotFoundError
+from ..errors import ShimNotFoundError
 
 SHIM_ENV = "TCPADVISE_SHIM"
 SHIM_NAME = "libtcpadvise.so"
 PKG_CONFIG_MODULE = "tcpadvise"
 
 # The package's source folder is <repo>/advisor/tcpadvise when installed editable.
-_SOURCE_CHECKOUT = Path(__file__).resolve().parents[2]
+_SOURCE_CHECKOUT = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Installation:
 def recorded_installation() -> Installation | None:
     """The installation recorded in the package when it was installed, if any."""
     try:
-        from . import _paths  # written by setup.py at install time; absent in a checkout
+        from .. import _paths  # written by setup.py at install time; absent in a checkout
     except ImportError:
         return None
     return Installation("recorded at install", Path(_paths.SHIM), (Path(_paths.LIBEXEC),))

@@ -1,7 +1,7 @@
 """Man pages and shell completions generated from the click commands, so that
 they say what --help says. The build runs
 
-    python -m tcpadvise.manpages --man DIR --completions DIR [--version V]
+    python -m tcpadvise.cli.manpages --man DIR --completions DIR [--version V]
 
 (packaging/CMakeLists.txt) and `cmake --install` installs what it writes:
 one page per command (tcpadvise.1, tcpadvise-record.1, tcpadvise-rules-list.1
@@ -124,9 +124,9 @@ def write_completions(cli: click.Command, directory: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli import cli  # imported here: the rest of this module needs no command
+    from .main import cli  # imported here: the rest of this module needs no command
 
-    parser = argparse.ArgumentParser(prog="python -m tcpadvise.manpages", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tcpadvise.cli.manpages", description=__doc__.split("\n\n")[0])
     parser.add_argument("--man", type=Path, help="directory for the man pages")
     parser.add_argument("--completions", type=Path, help="directory for the shell completion scripts")
     parser.add_argument("--version", default="", help="the version the pages name")
