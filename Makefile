@@ -7,7 +7,9 @@ JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 PYTEST ?= python3 -m pytest
 
-.PHONY: deps build install demo test test-cpp test-python test-asan test-tsan bench clean
+DESTDIR ?=
+
+.PHONY: deps build install install-built uninstall demo test test-cpp test-python test-asan test-tsan bench clean
 
 deps:
 	scripts/install-deps.sh
@@ -16,8 +18,25 @@ build: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Installs like a system tool under PREFIX (README, Installing): the shim in
+# lib/tcpadvise, helper programs in libexec/tcpadvise, man pages, completions,
+# pkg-config and CMake files. Then the command: TCPADVISE_PREFIX=PREFIX pip install ./advisor
 install: build
-	cmake --install $(BUILD) --prefix $(PREFIX)
+	$(MAKE) install-built
+
+# The build as it is, without building first.
+install-built:
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
+
+# Removes every file the last install from $(BUILD) wrote (its
+# install_manifest.txt, which names them without DESTDIR: give the same one),
+# then the directories of tcpadvise's own left empty.
+uninstall:
+	@test -f $(BUILD)/install_manifest.txt || { echo "uninstall: no $(BUILD)/install_manifest.txt: nothing was installed from $(BUILD)" >&2; exit 1; }
+	sed 's|^|$(DESTDIR)|' $(BUILD)/install_manifest.txt | xargs -r -d '\n' rm -f --
+	sed -n 's|^\(.*\)/[^/]*$$|$(DESTDIR)\1|p' $(BUILD)/install_manifest.txt | sort -u | grep '/tcpadvise$$' | \
+	  xargs -r -d '\n' rmdir --ignore-fail-on-non-empty --
+	rm -f $(BUILD)/install_manifest.txt
 
 demo: install
 	scripts/demo.sh $(BUILD)
@@ -29,7 +48,7 @@ test-cpp:
 
 test-python:
 	TCPADVISE_BUILD=$(BUILD) $(PYTEST) -q tests/advisor tests/e2e tests/ab tests/conformance tests/faults \
-	  tests/realprogs tests/rules tests/bench tests/callsites
+	  tests/realprogs tests/rules tests/bench tests/callsites tests/install
 
 # The shim and its unit tests built with AddressSanitizer and UBSan; the
 # end-to-end tests preload libasan ahead of the instrumented shim.

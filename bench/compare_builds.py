@@ -28,18 +28,24 @@ def hooks_bench(build):
     return {b["name"].split("/")[0]: b["cpu_time"] for b in json.loads(out)["benchmarks"]}
 
 
+def burst_program(build):
+    """The build's burst: in programs/, or tests/progs/ in a build from before it moved."""
+    moved = build / "programs/burst"
+    return str(moved if moved.is_file() else build / "tests/progs/burst")
+
+
 def burst_round_us(build, policy, client_args, rounds):
     """The burst client's median round trip (us) under policy, server without the shim."""
     with tempfile.TemporaryDirectory() as tmp:
         config = pathlib.Path(tmp) / "policy.yaml"
         config.write_text(f"version: 1\nrules:\n  - policy: {policy}\n")
-        server = subprocess.Popen([str(build / "tests/progs/burst"), "server", "--port", "0"],
+        server = subprocess.Popen([burst_program(build), "server", "--port", "0"],
                                   stdout=subprocess.PIPE, text=True)
         try:
             port = int(server.stdout.readline().split()[1])
             env = {"LD_PRELOAD": str(build / "preload/libtcpadvise.so"), "TCPADVISE_OUT": tmp,
                    "TCPADVISE_CONFIG": str(config), "PATH": "/usr/bin:/bin"}
-            cmd = [str(build / "tests/progs/burst"), "client", "--port", str(port), "--rounds", str(rounds),
+            cmd = [burst_program(build), "client", "--port", str(port), "--rounds", str(rounds),
                    *client_args]
             out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, timeout=120)
         finally:

@@ -78,7 +78,7 @@ def main():
     parser.add_argument("--call-sites", action="store_true", help="shim arms with call-site sampling off, sample, all")
     args = parser.parse_args()
     build = pathlib.Path(args.build)
-    burst = str(build / "tests/progs/burst")
+    burst = str(build / "programs/burst")
     shim = str(build / "preload/libtcpadvise.so")
     plain_env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     with tempfile.TemporaryDirectory() as out:

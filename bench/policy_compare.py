@@ -91,7 +91,7 @@ def main():
     parser.add_argument("--paths", default="loopback,veth")
     args = parser.parse_args()
     build = pathlib.Path(args.build)
-    burst, shim = str(build / "tests/progs/burst"), str(build / "preload/libtcpadvise.so")
+    burst, shim = str(build / "programs/burst"), str(build / "preload/libtcpadvise.so")
     paths = {"loopback": loopback_path, "veth": veth_path}
     results = {}
     with tempfile.TemporaryDirectory() as policy_dir:

@@ -5,7 +5,7 @@
 set -euo pipefail
 build=${1:-build}
 out=${2:-tcpadvise-out/demo}
-burst="$build/tests/progs/burst"
+burst="$build/programs/burst"
 # The demo's own directory: each run starts from an empty one.
 rm -rf "$out"
 

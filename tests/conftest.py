@@ -14,6 +14,8 @@ def pytest_configure(config):
     # make test-tsan runs the marked cases of tests/e2e and tests/conformance
     # under ThreadSanitizer, except those with "signal" in their names.
     config.addinivalue_line("markers", "thread: a case with threads (the program's or the shim's) or signal handlers")
+    # make test runs these too; -m "not slow" leaves them out of a quick run.
+    config.addinivalue_line("markers", "slow: a case of more than a few seconds (tests/install)")
 
 
 @pytest.fixture

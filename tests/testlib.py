@@ -26,8 +26,12 @@ def shim_path():
     return BUILD / "preload" / "libtcpadvise.so"
 
 
+# Built in programs/ (installed with tcpadvise as helpers); the others in tests/progs.
+HELPER_PROGRAMS = {"burst"}
+
+
 def prog(name):
-    return str(BUILD / "tests" / "progs" / name)
+    return str(BUILD / ("programs" if name in HELPER_PROGRAMS else "tests/progs") / name)
 
 
 def shim_env(out_dir, interval=None, **extra):

@@ -4,7 +4,7 @@
 import pytest
 from testlib import BUILD, invoke, shim_path
 
-LOADGEN = BUILD / "bench" / "tcpadvise-loadgen"
+LOADGEN = BUILD / "programs" / "tcpadvise-loadgen"
 BUILT_ENV = {"TCPADVISE_LOADGEN": str(LOADGEN), "TCPADVISE_SHIM": str(shim_path())}
 # As small as the suites go: one round trip per point after warm-up, a tenth of a second per stream.
 TINY = ["--runs", "2", "--rounds", "5", "--seconds", "0.1"]

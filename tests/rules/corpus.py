@@ -1,5 +1,5 @@
 """The labelled corpus: the project's own scenario programs (tests/scenarios,
-tests/progs), each recorded under the shim during the test run, with the rule
+programs/ and tests/progs), each recorded under the shim during the test run, with the rule
 it must trigger, or none for the healthy ones.
 
 A case records into a directory: the program that shows the pattern runs
@@ -68,7 +68,7 @@ class Peer:
 
 
 def burst(*client_args: str) -> Callable[[Path], None]:
-    """tests/progs/burst: a client sending each request as small writes, and its server."""
+    """programs/burst: a client sending each request as small writes, and its server."""
 
     def run(out_dir: Path) -> None:
         server = Peer([prog("burst"), "server", "--port", "0"], out_dir)

@@ -4,6 +4,7 @@ else above info; healthy scenarios get nothing above info."""
 
 import pytest
 
+from tcpadvise.resources import seed_path
 from tcpadvise.rules.rulebook import holds, load_rulebook
 
 from .conftest import advised, summary
@@ -53,8 +54,8 @@ def test_a_finding_says_what_matched_and_what_to_do(recorded):
     assert finding["recommendation"]["policy"] == "cork"
     assert "writev" in finding["recommendation"]["code"] and "TCP_CORK" in finding["recommendation"]["code"]
     assert finding["source"]["seeds"] == [
-        "../shared/seeds/004_5f796d16d3e235bb.txt",
-        "../shared/seeds/002_a2ff8248013a620f.txt",
+        str(seed_path("004_5f796d16d3e235bb.txt")),
+        str(seed_path("002_a2ff8248013a620f.txt")),
     ]
     assert finding["expected_effect"] == finding["source"]["seed_effect"]
     assert "Seed 004" in finding["expected_effect"] and finding["source"]["calibration"] is None

@@ -12,6 +12,7 @@ from testlib import REPO
 from tcpadvise import schemas
 from tcpadvise.model.metrics import METRICS
 from tcpadvise.render.text import render_text
+from tcpadvise.resources import seed_path
 from tcpadvise.rules.rulebook import builtin_rule_files, load_rulebook
 from tcpadvise.units import UNITS
 
@@ -77,8 +78,10 @@ def test_every_builtin_rule_cites_a_seed_that_exists():
 def test_rules_show_prints_the_rule_as_written():
     result = invoke("rules", "show", "nagle-delayed-ack")
     assert result.exit_code == 0
-    first, *rest = result.stdout.splitlines()
+    first, second, *rest = result.stdout.splitlines()
     assert first.startswith("# ") and first.endswith("nagle-delayed-ack.yaml, line 3")
+    # Where the seeds it names are: shipped with the package.
+    assert second == f"# seeds: files of {seed_path('x').parent}; {{docs}}: {seed_path('x').parents[1] / 'docs'}"
     text = "\n".join(rest)
     assert "- id: nagle-delayed-ack" in text
     assert "# The peer delays that ACK by its timer" in text  # comments stay
@@ -246,7 +249,8 @@ def test_text_report_groups_findings_by_severity_with_their_evidence(recorded):
     assert "options.nodelay off (= off)" in findings
     assert "(30.0 ms to 250.0 ms)" in findings
     assert "cork (try it: tcpadvise record --policy cork -- COMMAND)" in findings
-    assert "../shared/seeds/004_5f796d16d3e235bb.txt" in findings
+    # The seed's copy shipped in the package, its path folded over lines if long.
+    assert str(seed_path("004_5f796d16d3e235bb.txt")) in "".join(findings.split())
 
 
 def test_text_report_of_a_healthy_program_says_so(recorded):

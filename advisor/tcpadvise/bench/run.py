@@ -26,7 +26,7 @@ from pathlib import Path
 from ..errors import BenchError, LoadgenNotFoundError, ShimNotFoundError
 from ..policy.config import builtin_config
 from ..record.record import shim_environment
-from ..record.shim import SHIM_ENV, find_built_file, find_shim, shim_locations
+from ..record.shim import find_helper, find_shim
 from ..rules.calibration import CALIBRATION_SCHEMA
 from .netns import PROFILES, failure_reason, veth_pair
 from .suites import SUITES, Arm, Settings
@@ -74,17 +74,9 @@ class Progress:
 
 
 def find_loadgen(environ: Mapping[str, str] = os.environ) -> Path:
-    """$TCPADVISE_LOADGEN if set, else the load generator beside the shim: <build>/bench/
-    for a shim in <build>/preload/, the same directory for an installed one."""
-    shims = ([Path(environ[SHIM_ENV])] if environ.get(SHIM_ENV) else []) + shim_locations()
-    return find_built_file(LOADGEN_NAME, LOADGEN_ENV, environ, [_beside_shim(shim) for shim in shims],
-                           LoadgenNotFoundError, f"cmake --build build --target {LOADGEN_NAME}")
-
-
-def _beside_shim(shim: Path) -> Path:
-    if shim.parent.name == "preload":
-        return shim.parent.parent / "bench" / LOADGEN_NAME
-    return shim.parent / LOADGEN_NAME
+    """$TCPADVISE_LOADGEN if set, else the load generator of the shim's installation
+    (libexec/tcpadvise; <build>/programs in a build tree): shim.helper_locations."""
+    return find_helper(LOADGEN_NAME, LOADGEN_ENV, environ, LoadgenNotFoundError)
 
 
 def run_bench(

@@ -20,6 +20,7 @@ from ..policy.config import BUILTIN_POLICIES, check_config, write_policy_config
 from ..record.record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
 from ..render.json import render_json
 from ..render.text import render_ab_text, render_text
+from ..resources import DOCS_DIR, DOCS_PLACEHOLDER, SEEDS_DIR
 from ..rules.advice import advise
 from ..rules.calibration import load_calibration
 from ..rules.rulebook import builtin_rule_files, check_rule_files, load_rulebook
@@ -155,9 +156,11 @@ def record_command(
     whether the shim could see the binary; 'tcpadvise report' ignores traces
     an earlier run left in DIR. SIGINT and SIGTERM are passed on to CMD.
 
-    The shim is $TCPADVISE_SHIM if set, else build/preload/libtcpadvise.so of
-    the source checkout this tcpadvise runs from, else
-    <prefix>/lib/tcpadvise/libtcpadvise.so (this Python's prefix, then /usr/local).
+    The shim is $TCPADVISE_SHIM if set, else that of the installation
+    recorded when this package was installed (TCPADVISE_PREFIX=PREFIX pip
+    install), else the one pkg-config finds (pkg-config --variable=shim
+    tcpadvise), else build/preload/libtcpadvise.so of the source checkout
+    this tcpadvise runs from.
 
     With --policy the shim also acts: nodelay sets TCP_NODELAY, cork corks
     each burst of writes until the program reads or waits, coalesce holds
@@ -386,6 +389,9 @@ def rules_list_command(rule_files: tuple[Path, ...]) -> None:
 def rules_show_command(rule_files: tuple[Path, ...], rule_id: str) -> None:
     """Print rule ID as written in its file, comments included.
 
+    Two lines come first: the file and line, then where the seed files and
+    the docs ({docs}) it names are (shipped with tcpadvise).
+
     \b
     Example:
       tcpadvise rules show sndbuf-limited
@@ -394,6 +400,7 @@ def rules_show_command(rule_files: tuple[Path, ...], rule_id: str) -> None:
     if rule is None:
         raise BadInputError(f"no rule has the id '{rule_id}' ('tcpadvise rules list' names them)")
     click.echo(f"# {rule.origin}, line {rule.line}")
+    click.echo(f"# seeds: files of {SEEDS_DIR}; {DOCS_PLACEHOLDER}: {DOCS_DIR}")
     click.echo(rule.source_text, nl=False)
 
 

@@ -3,7 +3,7 @@ config that applies a report's findings.
 
 Built-in policies and checks, for `tcpadvise record --policy` and `tcpadvise config check`:
 the shim parses policy configs itself; this module never re-implements that parser: it runs tcpadvise-config-check, built from
-the same source and installed beside the shim, and writes the one-rule config
+the same source and installed with the shim (in libexec/tcpadvise), and writes the one-rule config
 a built-in policy name stands for.
 
 The config that applies the findings' recommendations: `tcpadvise report --emit-policy FILE`,
@@ -18,6 +18,7 @@ each other). Findings on a run, and those whose policy is observe, add
 nothing: a socket no rule matches is observed anyway.
 """
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,8 @@ from pathlib import Path
 import yaml
 
 from ..errors import ConfigError, PolicyWriteError, RecordError
-from ..record.shim import find_shim
+from ..record.shim import find_helper
+from ..resources import doc_path
 from ..safefile import write_atomically
 
 CONFIG_VERSION = 1
@@ -60,9 +62,7 @@ def check_config(path: Path) -> ConfigCheck:
         raise ConfigError(f"{path}: is a directory, not a config file")
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
-    checker = find_shim().parent / CHECKER_NAME
-    if not checker.is_file():
-        raise ConfigError(f"{CHECKER_NAME} not found beside the shim ({checker}); rebuild tcpadvise")
+    checker = find_helper(CHECKER_NAME, None, os.environ, ConfigError)
     # The checker quotes the file, which may hold bytes that are not UTF-8.
     result = subprocess.run(
         [str(checker), str(path)], capture_output=True, text=True, errors="replace", check=False
@@ -137,7 +137,7 @@ def write_policy_config(path: Path, findings: list[dict]) -> dict:
     rules = scope_rules(findings)
     config = {"version": CONFIG_VERSION, "rules": rules[:MAX_RULES]}
     lines = [
-        "# tcpadvise policy config (docs/policy-config.md), written by 'tcpadvise report --emit-policy'.",
+        f"# tcpadvise policy config ({doc_path('policy-config.md')}), written by 'tcpadvise report --emit-policy'.",
         "# Try it: tcpadvise record --policy THIS-FILE -- COMMAND",
         f"version: {CONFIG_VERSION}",
         "rules:" if config["rules"] else "rules: []",

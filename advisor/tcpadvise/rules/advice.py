@@ -14,7 +14,7 @@ subject. A finding, as JSON (report-1.schema.json, $defs/finding):
      "why": "one sentence",
      "recommendation": {"policy": <what tcpadvise record --policy accepts>, "code": "...", "note": "..."|null},
      "expected_effect": "measured here: ..." or the seeds' figure,
-     "source": {"seeds": ["../shared/seeds/<file>", ...], "note": ..., "seed_effect": "...",
+     "source": {"seeds": ["<package>/data/seeds/<file>", ...], "note": ..., "seed_effect": "...",
                 "calibration": "<file>"|null}}
 
 Findings come in order of severity, then of subject, then of rule.
@@ -25,12 +25,12 @@ from collections.abc import Callable
 
 from ..model.metrics import METRICS, MetricValues, Scope, Subject, member_scopes, subjects_of
 from ..model.report import Report
+from ..resources import DOCS_DIR, DOCS_PLACEHOLDER, seed_path
 from ..symbols.symbolize import call_sites_sentence, merge_call_sites
 from ..units import format_value
 from .calibration import Calibration, field_unit
 from .rulebook import SEVERITIES, Rule, Rulebook, choose, evaluate, evidence_item, fill, level
 
-SEEDS_DIR = "../shared/seeds"
 MEASURED_PREFIX = "measured here: "
 
 
@@ -112,12 +112,17 @@ def finding(
         },
         "expected_effect": measured or seed_effect,
         "source": {
-            "seeds": [f"{SEEDS_DIR}/{seed}" for seed in data["source"].get("seeds", [])],
-            "note": data["source"].get("note"),
+            "seeds": [str(seed_path(seed)) for seed in data["source"].get("seeds", [])],
+            "note": _note(data["source"].get("note")),
             "seed_effect": seed_effect,
             "calibration": str(calibration.path) if measured else None,
         },
     }
+
+
+def _note(note: str | None) -> str | None:
+    """A rule's source note, {docs} naming the docs shipped in the package."""
+    return note.replace(DOCS_PLACEHOLDER, str(DOCS_DIR)) if note else note
 
 
 def _measured_effect(
