@@ -15,6 +15,7 @@ packages=(
   python3 python3-pip
   redis-server redis-tools nginx curl wrk  # tests/realprogs: real servers and clients
   memcached libmemcached-tools iperf3 postgresql  # tests/realprogs, tests/e2e: real servers and clients
+  prometheus           # tests/advisor/test_openmetrics.py: a real Prometheus scrapes serve-metrics; promtool
 )
 # tests/faults/test_node.py: Node.js's http server and client (libuv closes
 # sockets with syscall(SYS_close)); Debian's nodejs, unless a node is there.

@@ -310,6 +310,86 @@ def report_command(
         render_text(report, Console(highlight=False))
 
 
+@cli.command(name="export")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["openmetrics", "prometheus"]),
+    default="openmetrics",
+    show_default=True,
+    help="openmetrics: OpenMetrics text; prometheus: Prometheus's text format 0.0.4 (what "
+    "node_exporter's textfile collector and 'promtool check metrics' read).",
+)
+@rules_option
+@click.option("--host", "hosts", multiple=True, metavar="NAME",
+              help="Only traces written on this host (repeatable; the trace's host field).")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="PATH...")
+def export_command(output_format: str, rule_files: tuple[Path, ...], hosts: tuple[str, ...],
+                   paths: tuple[Path, ...]) -> None:
+    """Print the traces' socket groups as metrics for Prometheus.
+
+    PATH: trace files or directories, from any number of hosts. A socket
+    group is one host's sockets of one program, role and service under one
+    policy and experiment arm. Every metric has the labels host, program,
+    role, port (a server's local port), peer (a client's peer ADDR:PORT),
+    policy (the settings applied, "observe" for none), experiment, arm
+    (empty where they do not apply).
+
+    \b
+    Example:
+      tcpadvise export tcpadvise-out > tcpadvise.om
+      tcpadvise export --format prometheus --host web1 out | promtool check metrics
+
+    \b
+    Metrics (counters end in _total):
+      tcpadvise_connections, _writes, _written_bytes, _reads, _read_bytes,
+      _turns; tcpadvise_errors{errno}; tcpadvise_policy_releases{cause}
+      tcpadvise_write_size_bytes, _burst_writes, _turn_seconds: histograms
+      tcpadvise_arm_connections, _arm_calls, _arm_errors and the histogram
+      tcpadvise_arm_turn_seconds: per experiment arm, what 'ab report' reads
+      tcpadvise_finding_info{rule,severity}: one per finding of the rulebook
+      tcpadvise_traces: traces read
+    Histogram buckets: 4 per power of two; the shim's finer buckets are
+    counted at the first le at or above their top (README, Metrics).
+    """
+    from .openmetrics import only_hosts, render
+
+    inputs = load_inputs(paths)
+    if hosts:
+        inputs = only_hosts(inputs, hosts)
+    click.echo(render(inputs, load_rulebook(rule_files), output_format), nl=False)
+
+
+@cli.command(name="serve-metrics")
+@click.option("--listen", default="127.0.0.1:9465", show_default=True, metavar="ADDR:PORT",
+              help="Address and port to serve /metrics on.")
+@rules_option
+@click.option("--host", "hosts", multiple=True, metavar="NAME", help="Only traces written on this host (repeatable).")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), metavar="DIR")
+def serve_metrics_command(listen: str, rule_files: tuple[Path, ...], hosts: tuple[str, ...], directory: Path) -> None:
+    """Serve /metrics for the traces in DIR while the programs run.
+
+    DIR is a 'tcpadvise record -o DIR' directory (or any with traces): each
+    scrape re-reads it, at most once a second, so A/B arms can be watched
+    live; the metrics are those of 'tcpadvise export'. Runs until
+    interrupted.
+
+    \b
+    Example:
+      tcpadvise record -o out --ab control=observe,treat=coalesce -- ./server &
+      tcpadvise serve-metrics --listen 127.0.0.1:9465 out
+    """
+    from .serve_metrics import MetricsSource, parse_listen, serve
+
+    address = parse_listen(listen)
+    source = MetricsSource(directory, load_rulebook(rule_files), hosts)
+    try:
+        serve(address, source, ready=lambda server: click.echo(
+            f"tcpadvise: serving http://{listen}/metrics for {directory}", err=True))
+    except KeyboardInterrupt:
+        pass
+
+
 @cli.group(name="rules")
 def rules_group() -> None:
     """The rulebook behind the findings of 'tcpadvise report'.
