@@ -122,6 +122,14 @@ def cli() -> None:
     "exact counts, about 8 us a write), or off. Not for a program that closes every fd "
     "(closefrom): libunwind keeps a pipe of its own (README, Call sites).",
 )
+@click.option(
+    "--metrics-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Keep PATH up to date with the traces' metrics (as 'tcpadvise export --format prometheus') "
+    "every --interval and at the end, for node_exporter's textfile collector (name it *.prom in its "
+    "directory). Written atomically, mode 0600.",
+)
 @click.argument("command", nargs=-1, required=True, metavar="CMD [ARGS]...")
 @click.pass_context
 def record_command(
@@ -132,6 +140,7 @@ def record_command(
     ab_arms: str | None,
     seed: int | None,
     call_sites: str,
+    metrics_file: Path | None,
     command: tuple[str, ...],
 ) -> None:
     """Run CMD with the tcpadvise shim preloaded and record its TCP use.
@@ -185,7 +194,8 @@ def record_command(
             raise click.UsageError("--ab and --policy exclude each other (an experiment's arms carry the policies)")
         experiment = experiment_config(parse_arms(ab_arms), seed)
     manifest = record(
-        command, out_dir, interval, warn=_warn, policy=policy, experiment=experiment, call_sites=call_sites
+        command, out_dir, interval, warn=_warn, policy=policy, experiment=experiment, call_sites=call_sites,
+        metrics_file=metrics_file,
     )
     click.echo(summary_line(out_dir), err=True)
     ctx.exit(manifest["exit_status"])
