@@ -14,6 +14,7 @@ from .bench_render import ProgressBar, render_summary, summary_console
 from .bench_suites import SUITE_NAMES, Settings
 from .calibration import load_calibration
 from .errors import BadInputError, TcpadviseError
+from .hosts import only_hosts, split_by_host, trace_host
 from .metrics import METRICS
 from .policy import BUILTIN_POLICIES, check_config
 from .policyconfig import write_policy_config
@@ -21,7 +22,7 @@ from .record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
 from .render import render_ab_text, render_json, render_text
 from .report import build_report
 from .rulebook import builtin_rule_files, check_rule_files, load_rulebook
-from .traces import load_inputs
+from .traces import Inputs, load_inputs
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -50,6 +51,12 @@ rules_option = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="FILE",
     help="A rule file of your own (repeatable): its rules join the built-in ones, replacing those of the same id.",
+)
+by_host_option = click.option(
+    "--by-host",
+    is_flag=True,
+    help="One report per host (the host each trace was written on) instead of one over all of "
+    "them; JSON: a list of the reports, each with its \"host\".",
 )
 interval_option = click.option(
     "--interval",
@@ -219,12 +226,14 @@ def record_command(
     help="Also write the policy config that applies the findings' recommendations, for "
     "'tcpadvise record --policy FILE'.",
 )
+@by_host_option
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="PATH...")
 def report_command(
     output_format: str,
     rule_files: tuple[Path, ...],
     calibration: Path | None,
     policy_file: Path | None,
+    by_host: bool,
     paths: tuple[Path, ...],
 ) -> None:
     """Summarise recorded traces, socket by socket, and advise on them.
@@ -305,7 +314,22 @@ def report_command(
     """
     rulebook = load_rulebook(rule_files)
     measured = load_calibration(calibration) if calibration is not None else None
-    report = build_report(load_inputs(paths))
+    inputs = load_inputs(paths)
+    if by_host:
+        if policy_file is not None:
+            raise click.UsageError("--emit-policy writes one config for all the traces: leave out --by-host")
+        reports = {host: build_report(part) for host, part in split_by_host(inputs).items()}
+        for report in reports.values():
+            report.findings = advise(report, rulebook, measured)
+        if output_format == "json":
+            click.echo(json.dumps([{"host": host, **report.to_json()} for host, report in reports.items()], indent=2))
+        else:
+            console = Console(highlight=False)
+            for host, report in reports.items():
+                console.print(f"host {host}", style="bold underline")
+                render_text(report, console)
+        return
+    report = build_report(inputs)
     report.findings = advise(report, rulebook, measured)
     if policy_file is not None:
         config = write_policy_config(policy_file, report.findings)
@@ -362,11 +386,9 @@ def export_command(output_format: str, rule_files: tuple[Path, ...], hosts: tupl
     Histogram buckets: 4 per power of two; the shim's finer buckets are
     counted at the first le at or above their top (README, Metrics).
     """
-    from .openmetrics import only_hosts, render
+    from .openmetrics import render
 
-    inputs = load_inputs(paths)
-    if hosts:
-        inputs = only_hosts(inputs, hosts)
+    inputs = _on_hosts(load_inputs(paths), hosts)
     click.echo(render(inputs, load_rulebook(rule_files), output_format), nl=False)
 
 
@@ -526,8 +548,11 @@ def ab_group() -> None:
     show_default=True,
     help="Smallest change of the mean turn time, as a fraction of control's, worth a verdict.",
 )
+@by_host_option
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="PATH...")
-def ab_report_command(output_format: str, experiment: str | None, min_effect: float, paths: tuple[Path, ...]) -> None:
+def ab_report_command(
+    output_format: str, experiment: str | None, min_effect: float, by_host: bool, paths: tuple[Path, ...]
+) -> None:
     """Say which arm of an experiment wins.
 
     PATH is a trace, or a directory of traces, from any number of processes
@@ -567,7 +592,18 @@ def ab_report_command(output_format: str, experiment: str | None, min_effect: fl
     {ci95_us, p_value}, ...}], verdict {outcome, winner, reason,
     connections_needed}, warnings.
     """
-    report = build_ab_report(load_inputs(paths), experiment, min_effect)
+    inputs = load_inputs(paths)
+    if by_host:
+        reports = {host: build_ab_report(part, experiment, min_effect) for host, part in split_by_host(inputs).items()}
+        if output_format == "json":
+            click.echo(json.dumps([{"host": host, **report} for host, report in reports.items()], indent=2))
+        else:
+            console = Console(highlight=False)
+            for host, report in reports.items():
+                console.print(f"host {host}", style="bold underline")
+                render_ab_text(report, console)
+        return
+    report = build_ab_report(inputs, experiment, min_effect)
     if output_format == "json":
         click.echo(json.dumps(report, indent=2))
     else:
@@ -741,6 +777,17 @@ def config_check_command(file: Path) -> None:
         click.echo(line, err=not check.ok)
     if not check.ok:
         raise SystemExit(2)
+
+
+def _on_hosts(inputs: Inputs, hosts: tuple[str, ...]) -> Inputs:
+    """The inputs written on `hosts` (all of them when none is named); an error if that leaves none."""
+    if not hosts:
+        return inputs
+    kept = only_hosts(inputs, hosts)
+    if not kept.traces:
+        found = ", ".join(sorted({trace_host(trace) for trace in inputs.traces}))
+        raise BadInputError(f"no trace written on {', '.join(hosts)} (these traces are of: {found})")
+    return kept
 
 
 def _warn(message: str) -> None:

@@ -18,13 +18,18 @@ most one grid step. Values the shim counted without a bucket are only in
 """
 
 import math
-from collections.abc import Iterable
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+)
 from prometheus_client.utils import floatToGoString
 
 from . import hist
 from .advice import advise
+from .hosts import split_by_host
 from .report import build_report, merge_sockets
 from .rulebook import Rulebook
 from .traces import Inputs
@@ -33,34 +38,6 @@ LABELS = ("host", "program", "role", "port", "peer", "policy", "experiment", "ar
 LE_PER_OCTAVE = 4
 # The grid's range: 2^-30 s (about 1 ns) to 2^40 (bytes, writes).
 _GRID = sorted({2.0**octave * (1 + step / LE_PER_OCTAVE) for octave in range(-30, 41) for step in range(LE_PER_OCTAVE)})
-UNKNOWN_HOST = "unknown"
-
-
-def trace_host(trace) -> str:
-    """The host a trace was written on ("unknown" for traces from before the shim recorded it)."""
-    return trace.data.get("host") or UNKNOWN_HOST
-
-
-def split_by_host(inputs: Inputs) -> dict[str, Inputs]:
-    """`inputs` as one Inputs per host, in order of first appearance (the manifests go with every host)."""
-    hosts: dict[str, Inputs] = {}
-    for trace in inputs.traces:
-        part = hosts.setdefault(trace_host(trace), Inputs(manifests=inputs.manifests))
-        part.traces.append(trace)
-    return hosts
-
-
-def only_hosts(inputs: Inputs, hosts: Iterable[str]) -> Inputs:
-    """`inputs` with only the traces written on `hosts`."""
-    wanted = set(hosts)
-    return Inputs(
-        traces=[trace for trace in inputs.traces if trace_host(trace) in wanted],
-        manifests=inputs.manifests,
-        stale=inputs.stale,
-        warnings=inputs.warnings,
-    )
-
-
 def cumulative_buckets(histogram: dict, to_unit: float = 1.0, whole: bool = False) -> list[tuple[str, float]]:
     """The histogram's buckets as cumulative (le, count) pairs ending with +Inf, values times `to_unit`.
 

@@ -17,6 +17,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
 
 from .errors import BadInputError, NoTracesError, TcpadviseError
+from .hosts import only_hosts
 from .openmetrics import OPENMETRICS, PROMETHEUS, render
 from .rulebook import Rulebook
 from .traces import Inputs, load_inputs
@@ -35,10 +36,10 @@ def parse_listen(value: str) -> tuple[str, int]:
 class MetricsSource:
     """The rendered metrics of one trace directory, re-read at most once per MIN_REREAD_S."""
 
-    def __init__(self, directory: Path, rulebook: Rulebook | None, only_hosts: tuple[str, ...] = ()):
+    def __init__(self, directory: Path, rulebook: Rulebook | None, hosts: tuple[str, ...] = ()):
         self.directory = directory
         self.rulebook = rulebook
-        self.only_hosts = only_hosts
+        self.hosts = hosts
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, bytes]] = {}
 
@@ -51,20 +52,18 @@ class MetricsSource:
             return body
 
     def _inputs(self) -> Inputs:
-        from .openmetrics import only_hosts
-
         try:
             inputs = load_inputs([self.directory])
         except NoTracesError:
             return Inputs()  # the experiment has written nothing yet: only tcpadvise_traces 0
-        return only_hosts(inputs, self.only_hosts) if self.only_hosts else inputs
+        return only_hosts(inputs, self.hosts) if self.hosts else inputs
 
 
 def serve(address: tuple[str, int], source: MetricsSource, ready=None) -> None:
     """Serve GET /metrics until interrupted; `ready(server)` is called once listening."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
+        def do_GET(self):
             if self.path.split("?")[0] != "/metrics":
                 self._send(404, "text/plain; charset=utf-8", b"not found: the metrics are at /metrics\n")
                 return
