@@ -7,6 +7,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.parse
 import urllib.request
 
@@ -17,7 +19,7 @@ from prometheus_client.parser import (
 )
 from tcpadvise.ab import experiment_config, parse_arms
 from tcpadvise.openmetrics import _GRID
-from testlib import invoke, load_traces, prog, run, shim_env, wait_for
+from testlib import invoke, load_traces, prog, run, shim_env, shim_path, wait_for
 
 
 def record_experiment(out, server, seed=11):
@@ -114,11 +116,34 @@ scrape_configs:
 
 
 def test_record_metrics_file_is_a_textfile_collector_file(tmp_path, server_factory):
+    if os.environ.get("TCPADVISE_PRELOAD_FIRST"):
+        pytest.skip("record puts the shim first in LD_PRELOAD, where a sanitizer runtime must come first")
     server = server_factory()
     metrics = tmp_path / "tcpadvise.prom"
-    result = invoke("record", "-o", str(tmp_path / "out"), "--interval", "0.2", "--metrics-file", str(metrics),
-                    "--", prog("burst"), "client", "--port", str(server.port), "--threads", "4", "--rounds", "3")
+    # The client's trace is final when it exits; the run goes on a second longer, so the file must
+    # show its writes while the run is still going (written at an interval, not only at the end).
+    seen = []
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            if metrics.exists() and "tcpadvise_writes_total{" in metrics.read_text():
+                seen.append(time.time_ns())
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    client = f"{prog('burst')} client --port {server.port} --threads 4 --rounds 3 && sleep 1"
+    try:
+        result = invoke("record", "-o", str(tmp_path / "out"), "--interval", "0.2", "--metrics-file", str(metrics),
+                        "--", "sh", "-c", client, env={"TCPADVISE_SHIM": str(shim_path())})
+    finally:
+        stop.set()
+        watcher.join()
     assert result.exit_code == 0, result.output
+    ended = json.loads((tmp_path / "out" / "record.json").read_text())["ended_unix_ns"]
+    assert seen and seen[0] < ended
     assert metrics.stat().st_mode & 0o777 == 0o600
     text = metrics.read_text()
     assert "# EOF" not in text  # Prometheus's text format, which the textfile collector reads
@@ -165,6 +190,32 @@ def test_traces_of_two_hosts_merge_group_and_filter(tmp_path, server_factory):
     text = invoke("report", "--by-host", str(tmp_path / "a"), str(tmp_path / "b"))
     assert text.exit_code == 0, text.output
     assert all(f"host {host}" in text.output for host in hosts)
+
+
+def test_serve_metrics_rereads_the_directory(tmp_path, server_factory):
+    traces = tmp_path / "traces"
+    record_experiment(traces, server_factory())
+    live = tmp_path / "live"
+    live.mkdir()
+    port = free_port()
+    serve = subprocess.Popen([sys.executable, "-m", "tcpadvise", "serve-metrics", "--listen", f"127.0.0.1:{port}",
+                              str(live)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert "serving http://" in serve.stderr.readline()
+        assert "tcpadvise_traces 0.0" in scrape(port)  # nothing written yet: still an answer
+        for path in traces.glob("*.json"):
+            (live / path.name).write_bytes(path.read_bytes())
+        # Re-read at most once a second: the new trace shows within two.
+        assert wait_for(lambda: "tcpadvise_traces 1.0" in scrape(port), timeout=3, step=0.2)
+        assert "tcpadvise_arm_turn_seconds_bucket{" in scrape(port)
+    finally:
+        serve.terminate()
+        serve.communicate(timeout=10)
+
+
+def scrape(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode()
 
 
 def free_port():
