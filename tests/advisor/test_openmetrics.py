@@ -4,8 +4,8 @@ import socket
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tcpadvise import hist
-from tcpadvise.openmetrics import cumulative_buckets
+from tcpadvise.model import hist
+from tcpadvise.render.openmetrics import cumulative_buckets
 from testlib import assert_one_line_error, invoke
 
 

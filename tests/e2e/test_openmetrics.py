@@ -17,8 +17,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import (
     text_string_to_metric_families as text_format_families,
 )
-from tcpadvise.ab import experiment_config, parse_arms
-from tcpadvise.openmetrics import _GRID
+from tcpadvise.ab.experiment import experiment_config, parse_arms
+from tcpadvise.render.openmetrics import _GRID
 from testlib import invoke, load_traces, prog, run, shim_env, shim_path, wait_for
 
 

@@ -6,23 +6,23 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from .ab import MAX_SEED, build_ab_report, experiment_config, parse_arms
-from .advice import advise
-from .bench import BENCH_SERVER_PORT, prepare_plot_directory, run_bench, serve, write_outputs
-from .bench_netns import PROFILES
-from .bench_render import ProgressBar, render_summary, summary_console
-from .bench_suites import SUITE_NAMES, Settings
-from .calibration import load_calibration
-from .errors import BadInputError, TcpadviseError
-from .hosts import only_hosts, split_by_host, trace_host
-from .metrics import METRICS
-from .policy import BUILTIN_POLICIES, check_config
-from .policyconfig import write_policy_config
-from .record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
-from .render import render_ab_text, render_json, render_text
-from .report import build_report
-from .rulebook import builtin_rule_files, check_rule_files, load_rulebook
-from .traces import Inputs, load_inputs
+from ..ab.experiment import MAX_SEED, build_ab_report, experiment_config, parse_arms
+from ..bench.netns import PROFILES
+from ..bench.render import ProgressBar, render_summary, summary_console
+from ..bench.run import BENCH_SERVER_PORT, prepare_plot_directory, run_bench, serve, write_outputs
+from ..bench.suites import SUITE_NAMES, Settings
+from ..errors import BadInputError, TcpadviseError
+from ..model.metrics import METRICS
+from ..model.report import build_report
+from ..policy.config import BUILTIN_POLICIES, check_config, write_policy_config
+from ..record.record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
+from ..render.json import render_json
+from ..render.text import render_ab_text, render_text
+from ..rules.advice import advise
+from ..rules.calibration import load_calibration
+from ..rules.rulebook import builtin_rule_files, check_rule_files, load_rulebook
+from ..trace.hosts import only_hosts, split_by_host, trace_host
+from ..trace.reader import Inputs, load_inputs
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -386,7 +386,7 @@ def export_command(output_format: str, rule_files: tuple[Path, ...], hosts: tupl
     Histogram buckets: 4 per power of two; the shim's finer buckets are
     counted at the first le at or above their top (README, Metrics).
     """
-    from .openmetrics import render
+    from ..render.openmetrics import render
 
     inputs = _on_hosts(load_inputs(paths), hosts)
     click.echo(render(inputs, load_rulebook(rule_files), output_format), nl=False)
@@ -411,7 +411,7 @@ def serve_metrics_command(listen: str, rule_files: tuple[Path, ...], hosts: tupl
       tcpadvise record -o out --ab control=observe,treat=coalesce -- ./server &
       tcpadvise serve-metrics --listen 127.0.0.1:9465 out
     """
-    from .serve_metrics import MetricsSource, parse_listen, serve
+    from ..render.serve_metrics import MetricsSource, parse_listen, serve
 
     address = parse_listen(listen)
     source = MetricsSource(directory, load_rulebook(rule_files), hosts)
@@ -726,7 +726,7 @@ def bench_command(
     written = [str(calibration_path), str(results_path)]
     if plot_dir is not None:
         # matplotlib takes half a second to import: only for --plot.
-        from .bench_plot import write_plots
+        from ..bench.plot import write_plots
 
         written += [str(path) for path in write_plots(result.results, plot_dir)]
     click.echo(f"tcpadvise bench: wrote {', '.join(written)}", err=True)

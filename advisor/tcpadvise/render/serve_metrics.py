@@ -16,11 +16,11 @@ from pathlib import Path
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
 
-from .errors import BadInputError, NoTracesError, TcpadviseError
-from .hosts import only_hosts
+from ..errors import BadInputError, NoTracesError, TcpadviseError
+from ..rules.rulebook import Rulebook
+from ..trace.hosts import only_hosts
+from ..trace.reader import Inputs, load_inputs
 from .openmetrics import OPENMETRICS, PROMETHEUS, render
-from .rulebook import Rulebook
-from .traces import Inputs, load_inputs
 
 MIN_REREAD_S = 1.0
 

@@ -9,10 +9,10 @@ format 0.0.4, not OpenMetrics, and only files named *.prom.
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import TcpadviseError
-from .openmetrics import PROMETHEUS, render
-from .safefile import write_atomically
-from .traces import Inputs, load_inputs
+from ..errors import TcpadviseError
+from ..render.openmetrics import PROMETHEUS, render
+from ..safefile import write_atomically
+from ..trace.reader import Inputs, load_inputs
 
 
 class MetricsFile:

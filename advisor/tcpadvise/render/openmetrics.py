@@ -27,12 +27,13 @@ from prometheus_client.core import (
 )
 from prometheus_client.utils import floatToGoString
 
-from . import hist
-from .advice import advise
-from .hosts import split_by_host
-from .report import build_report, merge_sockets
-from .rulebook import Rulebook
-from .traces import Inputs
+from ..model import hist
+from ..model.report import build_report
+from ..model.sockets import merge_sockets
+from ..rules.advice import advise
+from ..rules.rulebook import Rulebook
+from ..trace.hosts import split_by_host
+from ..trace.reader import Inputs
 
 LABELS = ("host", "program", "role", "port", "peer", "policy", "experiment", "arm")
 LE_PER_OCTAVE = 4

@@ -3,7 +3,7 @@ uname's nodename); traces written before the shim recorded it are of host "unkno
 
 from collections.abc import Iterable
 
-from .traces import Inputs
+from .reader import Inputs
 
 UNKNOWN_HOST = "unknown"
 
