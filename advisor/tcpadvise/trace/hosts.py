@@ -14,11 +14,15 @@ def trace_host(trace) -> str:
 
 
 def split_by_host(inputs: Inputs) -> dict[str, Inputs]:
-    """`inputs` as one Inputs per host, in order of first appearance (the manifests go with every host)."""
+    """`inputs` as one Inputs per host, in order of first appearance; a record manifest goes with the
+    hosts that wrote traces beside it (a run with no trace of a host is not that host's)."""
     hosts: dict[str, Inputs] = {}
     for trace in inputs.traces:
-        part = hosts.setdefault(trace_host(trace), Inputs(manifests=inputs.manifests))
-        part.traces.append(trace)
+        # The loader's warnings (files skipped, stale traces) hold for every host's report.
+        hosts.setdefault(trace_host(trace), Inputs(stale=inputs.stale, warnings=inputs.warnings)).traces.append(trace)
+    for part in hosts.values():
+        directories = {trace.path.resolve().parent for trace in part.traces}
+        part.manifests = [manifest for manifest in inputs.manifests if manifest.path.resolve().parent in directories]
     return hosts
 
 
