@@ -8,6 +8,7 @@ The answer is OpenMetrics when the scraper accepts it (Prometheus does),
 else Prometheus's text format.
 """
 
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -85,11 +86,14 @@ def serve(address: tuple[str, int], source: MetricsSource, ready=None) -> None:
         def log_message(self, *args):  # scrapes every few seconds: no line each
             pass
 
+    class Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        daemon_threads = True
+
     try:
-        server = ThreadingHTTPServer(address, Handler)
+        server = Server(address, Handler)
     except OSError as error:
         raise BadInputError(f"--listen {address[0]}:{address[1]}: cannot listen ({error.strerror})") from None
-    server.daemon_threads = True
     if ready is not None:
         ready(server)
     try:
