@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "address.h"
@@ -334,6 +335,20 @@ void ProgramName(char* out, size_t size) {
   out[i] = '\0';
 }
 
+// HostName is uname's nodename (the UTS namespace's host name, what
+// gethostname returns) with bytes outside printable ASCII replaced by '?', so
+// the trace stays valid UTF-8 whatever the name holds.
+void HostName(char* out, size_t size) {
+  struct utsname uts;
+  const char* name = uname(&uts) == 0 && uts.nodename[0] != '\0' ? uts.nodename : "unknown";
+  size_t i = 0;
+  for (; name[i] != '\0' && i + 1 < size; ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    out[i] = c > 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+  }
+  out[i] = '\0';
+}
+
 bool WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {
     const ssize_t n = g_real.write(fd, data, size);
@@ -386,6 +401,10 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   w->String("tcpadvise.trace/1");
   w->Key("program");
   w->String(program);
+  char host[sizeof(utsname::nodename)];
+  HostName(host, sizeof(host));
+  w->Key("host");
+  w->String(host);
   w->Key("pid");
   w->Int(getpid());
   w->Key("ppid");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sys/utsname.h>
 
 #include <atomic>
 #include <string>
@@ -55,6 +56,16 @@ TEST_F(TraceWriterTest, ALiveSocketAppearsWithItsCounts) {
   EXPECT_NE(json.find("\"peer\":{\"addr\":\"0.0.0.0\",\"port\":80}"), std::string::npos);
   g_table.Release(700);
   EXPECT_NE(Serialize().find("\"kind\":\"group\""), std::string::npos);
+}
+
+// The trace names the host it was written on (uname's nodename), for reports
+// that merge the traces of many hosts.
+TEST_F(TraceWriterTest, TheTraceNamesItsHost) {
+  struct utsname uts;
+  ASSERT_EQ(uname(&uts), 0);
+  g_table.Track(701, Client(80))->OnRead(ReadApi::kRecv, 2, 0, false);
+  EXPECT_NE(Serialize().find(std::string("\"host\":\"") + uts.nodename + "\""), std::string::npos);
+  g_table.Release(701);
 }
 
 // A write-only stream's unfinished burst counts in the trace, on a copy:

@@ -17,6 +17,7 @@ packages=(
   redis-server redis-tools nginx curl wrk  # tests/realprogs: real servers and clients
   memcached libmemcached-tools iperf3 postgresql  # tests/realprogs, tests/e2e: real servers and clients
   chromium             # the HTML reports opened in a real browser (tests/browserlib.py, through Playwright)
+  prometheus           # tests/advisor/test_openmetrics.py: a real Prometheus scrapes serve-metrics; promtool
 )
 # tests/faults/test_node.py: Node.js's http server and client (libuv closes
 # sockets with syscall(SYS_close)); Debian's nodejs, unless a node is there.

@@ -25,7 +25,8 @@ from ..rules.advice import advise
 from ..rules.calibration import load_calibration
 from ..rules.rulebook import builtin_rule_files, check_rule_files, load_rulebook
 from ..safefile import write_atomically
-from ..trace.reader import load_inputs
+from ..trace.hosts import only_hosts, split_by_host, trace_host
+from ..trace.reader import Inputs, load_inputs
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -64,6 +65,12 @@ rules_option = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="FILE",
     help="A rule file of your own (repeatable): its rules join the built-in ones, replacing those of the same id.",
+)
+by_host_option = click.option(
+    "--by-host",
+    is_flag=True,
+    help="One report per host (the host each trace was written on) instead of one over all of "
+    "them; JSON: a list of the reports, each with its \"host\".",
 )
 interval_option = click.option(
     "--interval",
@@ -136,6 +143,14 @@ def cli() -> None:
     "exact counts, about 8 us a write), or off. Not for a program that closes every fd "
     "(closefrom): libunwind keeps a pipe of its own (README, Call sites).",
 )
+@click.option(
+    "--metrics-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Keep PATH up to date with the traces' metrics (as 'tcpadvise export --format prometheus') "
+    "every --interval and at the end, for node_exporter's textfile collector (name it *.prom in its "
+    "directory). Written atomically, mode 0600.",
+)
 @click.argument("command", nargs=-1, required=True, metavar="CMD [ARGS]...")
 @click.pass_context
 def record_command(
@@ -146,6 +161,7 @@ def record_command(
     ab_arms: str | None,
     seed: int | None,
     call_sites: str,
+    metrics_file: Path | None,
     command: tuple[str, ...],
 ) -> None:
     """Run CMD with the tcpadvise shim preloaded and record its TCP use.
@@ -201,7 +217,8 @@ def record_command(
             raise click.UsageError("--ab and --policy exclude each other (an experiment's arms carry the policies)")
         experiment = experiment_config(parse_arms(ab_arms), seed)
     manifest = record(
-        command, out_dir, interval, warn=_warn, policy=policy, experiment=experiment, call_sites=call_sites
+        command, out_dir, interval, warn=_warn, policy=policy, experiment=experiment, call_sites=call_sites,
+        metrics_file=metrics_file,
     )
     click.echo(summary_line(out_dir), err=True)
     ctx.exit(manifest["exit_status"])
@@ -226,6 +243,7 @@ def record_command(
     help="Also write the policy config that applies the findings' recommendations, for "
     "'tcpadvise record --policy FILE'.",
 )
+@by_host_option
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="PATH...")
 def report_command(
     output_format: str,
@@ -233,6 +251,7 @@ def report_command(
     rule_files: tuple[Path, ...],
     calibration: Path | None,
     policy_file: Path | None,
+    by_host: bool,
     paths: tuple[Path, ...],
 ) -> None:
     """Summarise recorded traces, socket by socket, and advise on them.
@@ -318,7 +337,21 @@ def report_command(
     """
     rulebook = load_rulebook(rule_files)
     measured = load_calibration(calibration) if calibration is not None else None
-    report = build_report(load_inputs(paths))
+    inputs = load_inputs(paths)
+    if by_host:
+        if policy_file is not None:
+            raise click.UsageError("--emit-policy writes one config for all the traces: leave out --by-host")
+        reports = {host: build_report(part) for host, part in split_by_host(inputs).items()}
+        for report in reports.values():
+            report.findings = advise(report, rulebook, measured)
+        _emit_by_host(
+            output_format,
+            output,
+            {host: (report.to_json(), lambda console, report=report: render_text(report, console))
+             for host, report in reports.items()},
+        )
+        return
+    report = build_report(inputs)
     report.findings = advise(report, rulebook, measured)
     if policy_file is not None:
         config = write_policy_config(policy_file, report.findings)
@@ -336,6 +369,84 @@ def report_command(
         _emit(render_json(report), output)
     else:
         _emit_text(lambda console: render_text(report, console), output)
+
+
+@cli.command(name="export")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["openmetrics", "prometheus"]),
+    default="openmetrics",
+    show_default=True,
+    help="openmetrics: OpenMetrics text; prometheus: Prometheus's text format 0.0.4 (what "
+    "node_exporter's textfile collector and 'promtool check metrics' read).",
+)
+@rules_option
+@click.option("--host", "hosts", multiple=True, metavar="NAME",
+              help="Only traces written on this host (repeatable; the trace's host field).")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="PATH...")
+def export_command(output_format: str, rule_files: tuple[Path, ...], hosts: tuple[str, ...],
+                   paths: tuple[Path, ...]) -> None:
+    """Print the traces' socket groups as metrics for Prometheus.
+
+    PATH: trace files or directories, from any number of hosts. A socket
+    group is one host's sockets of one program, role and service under one
+    policy and experiment arm. Every metric has the labels host, program,
+    role, port (a server's local port), peer (a client's peer ADDR:PORT),
+    policy (the settings applied, "observe" for none), experiment, arm
+    (empty where they do not apply).
+
+    \b
+    Example:
+      tcpadvise export tcpadvise-out > tcpadvise.om
+      tcpadvise export --format prometheus --host web1 out | promtool check metrics
+
+    \b
+    Metrics (counters end in _total):
+      tcpadvise_connections, _writes, _written_bytes, _reads, _read_bytes,
+      _turns; tcpadvise_errors{errno}; tcpadvise_policy_releases{cause}
+      tcpadvise_write_size_bytes, _burst_writes, _turn_seconds: histograms
+      tcpadvise_arm_connections, _arm_calls, _arm_errors and the histogram
+      tcpadvise_arm_turn_seconds: per experiment arm, what 'ab report' reads
+      tcpadvise_finding_info{rule,severity}: one per finding of the rulebook
+      tcpadvise_traces: traces read
+    Histogram buckets: 4 per power of two; the shim's finer buckets are
+    counted at the first le at or above their top (README, Metrics).
+    """
+    from ..render.openmetrics import render
+
+    inputs = _on_hosts(load_inputs(paths), hosts)
+    click.echo(render(inputs, load_rulebook(rule_files), output_format), nl=False)
+
+
+@cli.command(name="serve-metrics")
+@click.option("--listen", default="127.0.0.1:9465", show_default=True, metavar="ADDR:PORT",
+              help="Address and port to serve /metrics on.")
+@rules_option
+@click.option("--host", "hosts", multiple=True, metavar="NAME", help="Only traces written on this host (repeatable).")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), metavar="DIR")
+def serve_metrics_command(listen: str, rule_files: tuple[Path, ...], hosts: tuple[str, ...], directory: Path) -> None:
+    """Serve /metrics for the traces in DIR while the programs run.
+
+    DIR is a 'tcpadvise record -o DIR' directory (or any with traces): each
+    scrape re-reads it, at most once a second, so A/B arms can be watched
+    live; the metrics are those of 'tcpadvise export'. Runs until
+    interrupted.
+
+    \b
+    Example:
+      tcpadvise record -o out --ab control=observe,treat=coalesce -- ./server &
+      tcpadvise serve-metrics --listen 127.0.0.1:9465 out
+    """
+    from ..render.serve_metrics import MetricsSource, parse_listen, serve
+
+    address = parse_listen(listen)
+    source = MetricsSource(directory, load_rulebook(rule_files), hosts)
+    try:
+        serve(address, source, ready=lambda server: click.echo(
+            f"tcpadvise: serving http://{listen}/metrics for {directory}", err=True))
+    except KeyboardInterrupt:
+        pass
 
 
 @cli.group(name="rules")
@@ -469,9 +580,15 @@ def ab_group() -> None:
     show_default=True,
     help="Smallest change of the mean turn time, as a fraction of control's, worth a verdict.",
 )
+@by_host_option
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="PATH...")
 def ab_report_command(
-    output_format: str, output: Path | None, experiment: str | None, min_effect: float, paths: tuple[Path, ...]
+    output_format: str,
+    output: Path | None,
+    experiment: str | None,
+    min_effect: float,
+    by_host: bool,
+    paths: tuple[Path, ...],
 ) -> None:
     """Say which arm of an experiment wins.
 
@@ -519,6 +636,15 @@ def ab_report_command(
     """
     _require_html_destination(output_format, output)
     inputs = load_inputs(paths)
+    if by_host:
+        _emit_by_host(
+            output_format,
+            output,
+            {host: (report, lambda console, report=report: render_ab_text(report, console))
+             for host, report in ((host, build_ab_report(part, experiment, min_effect))
+                                  for host, part in split_by_host(inputs).items())},
+        )
+        return
     report = build_ab_report(inputs, experiment, min_effect)
     if output_format == "html":
         from ..render.html import ab_html
@@ -755,6 +881,34 @@ def _emit_text(render, output: Path | None) -> None:
     buffer = io.StringIO()
     render(Console(file=buffer, highlight=False, width=120, color_system=None))
     _emit(buffer.getvalue(), output)
+
+
+def _emit_by_host(output_format: str, output: Path | None, reports: dict) -> None:
+    """One report per host: {host: (JSON document, text renderer)}; JSON is a list of the documents with their host."""
+    if output_format == "html":
+        raise click.UsageError("--by-host writes text or json; for a page per host, filter the traces by host")
+    if output_format == "json":
+        _emit(json.dumps([{"host": host, **document} for host, (document, _) in reports.items()], indent=2) + "\n",
+              output)
+        return
+
+    def render_all(console: Console) -> None:
+        for host, (_, render) in reports.items():
+            console.print(f"host {host}", style="bold underline")
+            render(console)
+
+    _emit_text(render_all, output)
+
+
+def _on_hosts(inputs: Inputs, hosts: tuple[str, ...]) -> Inputs:
+    """The inputs written on `hosts` (all of them when none is named); an error if that leaves none."""
+    if not hosts:
+        return inputs
+    kept = only_hosts(inputs, hosts)
+    if not kept.traces:
+        found = ", ".join(sorted({trace_host(trace) for trace in inputs.traces}))
+        raise BadInputError(f"no trace written on {', '.join(hosts)} (these traces are of: {found})")
+    return kept
 
 
 def _warn(message: str) -> None:

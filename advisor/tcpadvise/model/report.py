@@ -86,17 +86,18 @@ def _without_handed_off_copies(entries: list[tuple[Trace, dict]]) -> list[tuple[
     (_once_per_connection); those folded into a group of several have none, and are taken out here,
     as many as the children's inherited connections no cookie matched.
     """
-    cookies_of: dict[int, set[int]] = {}
+    # Processes are (host, pid): traces of several hosts may share pids.
+    cookies_of: dict[tuple, set[int]] = {}
     for trace, socket in entries:
-        cookies_of.setdefault(trace.data["pid"], set()).add(socket.get("cookie") or 0)
-    unmatched: Counter[int] = Counter()
+        cookies_of.setdefault(_process(trace), set()).add(socket.get("cookie") or 0)
+    unmatched: Counter[tuple] = Counter()
     for trace, socket in entries:
-        parent = trace.data["ppid"]
+        parent = (trace.data.get("host"), trace.data["ppid"])
         if socket.get("inherited") and not (socket.get("cookie") and socket["cookie"] in cookies_of.get(parent, ())):
             unmatched[parent] += socket["connections"]
     result = []
     for trace, socket in entries:
-        pid = trace.data["pid"]
+        pid = _process(trace)
         if socket.get("used") is False and not socket.get("inherited") and not socket.get("cookie") and unmatched[pid]:
             handed = min(unmatched[pid], socket["connections"])
             unmatched[pid] -= handed
@@ -107,6 +108,10 @@ def _without_handed_off_copies(entries: list[tuple[Trace, dict]]) -> list[tuple[
     return result
 
 
+def _process(trace: Trace) -> tuple:
+    return (trace.data.get("host"), trace.data["pid"])
+
+
 def _once_per_connection(entries: list[tuple[Trace, dict]]) -> list[tuple[Trace, dict, list[int]]]:
     """The entries with those of one cookie (SO_COOKIE: one kernel socket) merged, each with its pids.
 
@@ -114,16 +119,19 @@ def _once_per_connection(entries: list[tuple[Trace, dict]]) -> list[tuple[Trace,
     with the connection (the child serving it, not the listener that accepted it); its counts are
     the sum of every process's.
     """
-    by_cookie: dict[int, list[tuple[Trace, dict]]] = {}
+    # A cookie is unique within one host's boot: keyed by (host, cookie).
+    by_cookie: dict[tuple, list[tuple[Trace, dict]]] = {}
     for trace, socket in entries:
         cookie = socket.get("cookie")
         if isinstance(cookie, int) and cookie:
-            by_cookie.setdefault(cookie, []).append((trace, socket))
-    merged_at: dict[int, int] = {}
+            by_cookie.setdefault((trace.data.get("host"), cookie), []).append((trace, socket))
+    merged_at: dict[tuple, int] = {}
     result: list[tuple[Trace, dict, list[int]]] = []
     for trace, socket in entries:
         cookie = socket.get("cookie")
-        same = by_cookie.get(cookie) if isinstance(cookie, int) and cookie else None
+        if isinstance(cookie, int) and cookie:
+            cookie = (trace.data.get("host"), cookie)
+        same = by_cookie.get(cookie) if isinstance(cookie, tuple) else None
         if not same or len(same) == 1:
             result.append((trace, socket, [trace.data["pid"]]))
             continue
@@ -148,6 +156,7 @@ def socket_item(
     its call sites resolved with `symbolizer` (none without one)."""
     return {
         "program": trace.data["program"],
+        "host": trace.data.get("host"),
         "pid": trace.data["pid"],
         "pids": pids or [trace.data["pid"]],
         "cookie": socket.get("cookie"),

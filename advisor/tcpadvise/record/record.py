@@ -29,6 +29,7 @@ def record(
     policy: str | None = None,
     experiment: str | None = None,
     call_sites: str = "off",
+    metrics_file: Path | None = None,
 ) -> dict:
     """Run `command` with the shim preloaded, wait for it, write and return the record manifest.
 
@@ -37,6 +38,8 @@ def record(
     `experiment`, instead of `policy`, is the text of a config (ab.experiment_config)
     to save as OUT_DIR/policy.yaml and apply.
     `call_sites` (off, sample, all) is which writes have their call stack taken.
+    `metrics_file`, if given, is rewritten with the traces' metrics every `interval` and at the end
+    (metrics_file.py).
     The manifest's exit_status is the command's (128+N when killed by signal N).
     """
     shim = find_shim()
@@ -57,7 +60,12 @@ def record(
     if policy is not None:
         environment["TCPADVISE_CONFIG"] = str(resolve_policy(policy, out_dir))
     started = time.time_ns()
-    pid, status = run_forwarding_signals(command, executable, environment)
+    tick = None
+    if metrics_file is not None:
+        from .metrics_file import MetricsFile
+
+        tick = MetricsFile(metrics_file, out_dir, warn).write
+    pid, status = run_forwarding_signals(command, executable, environment, tick, interval)
     manifest = {
         "schema": RECORD_SCHEMA,
         "command": list(command),
@@ -71,6 +79,8 @@ def record(
     if policy is not None:
         manifest["policy"] = policy
     write_json_atomically(out_dir / RECORD_FILE, manifest)
+    if tick is not None:
+        tick()
     return manifest
 
 
@@ -85,9 +95,15 @@ def shim_environment(base: Mapping[str, str], shim: Path, out_dir: Path, interva
 
 
 def run_forwarding_signals(
-    command: Sequence[str], executable: Path, environment: dict[str, str]
+    command: Sequence[str],
+    executable: Path,
+    environment: dict[str, str],
+    tick: Callable[[], None] | None = None,
+    interval: float = DEFAULT_INTERVAL,
 ) -> tuple[int, int]:
-    """Run the command to its end, passing SIGINT and SIGTERM on; return (pid, exit status)."""
+    """Run the command to its end, passing SIGINT and SIGTERM on; return (pid, exit status).
+
+    `tick`, if given, is called every `interval` seconds while the command runs."""
     child: subprocess.Popen | None = None
     pending: list[int] = []
 
@@ -108,7 +124,12 @@ def run_forwarding_signals(
             raise CommandNotExecutableError(f"{command[0]}: cannot run it ({error.strerror})") from None
         for signum in pending:
             child.send_signal(signum)
-        returncode = child.wait()
+        returncode = None
+        while returncode is None:
+            try:
+                returncode = child.wait(timeout=interval if tick is not None else None)
+            except subprocess.TimeoutExpired:
+                tick()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
