@@ -10,6 +10,7 @@
 
 #include <atomic>
 
+#include "address.h"
 #include "clock.h"
 #include "counter.h"
 #include "histogram.h"
@@ -170,8 +171,8 @@ struct SocketIdentity {
   // The connection's pattern (Shape), set when a closed socket is folded:
   // part of the group key.
   uint8_t shape = 0;
-  sockaddr_storage local{};
-  sockaddr_storage peer{};
+  SocketAddress local{};
+  SocketAddress peer{};
 
   // SocketIdentity::ServicePort is the local port of an accepted socket and
   // the peer port of a connected one: the port that names the service.

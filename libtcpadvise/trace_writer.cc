@@ -60,7 +60,7 @@ void EmitErrnoCounts(JsonWriter* w, const char* key, const ErrnoCounts& slots) {
   w->EndObject();
 }
 
-void EmitEndpoint(JsonWriter* w, const char* key, const sockaddr_storage& a) {
+void EmitEndpoint(JsonWriter* w, const char* key, const SocketAddress& a) {
   char text[INET6_ADDRSTRLEN] = "";
   if (a.ss_family == AF_INET) {
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, text, sizeof(text));
