@@ -8,11 +8,13 @@
 //      private heap, 8 slots, then 16, 32, 64 and 128 (a level is added when
 //      a key finds no free slot within kProbes of its home in the levels
 //      before): 64 B holds 4 to 8 more keys, all five levels (1.7 KB) about
-//      240, at 6 bytes a key plus free slots;
-//   3. chunks: 128 dense 64-bit counters (1 KB) per 128 keys, allocated only
-//      for a key that finds no room in the tables, or whose 32-bit table
-//      count would overflow (it is promoted: further counts of that key go to
-//      its chunk, and a reader sums both).
+//      240, at 6 bytes a key plus free slots. Each level keeps a 64-bit
+//      filter of the keys it holds, so that a lookup skips the levels that
+//      cannot hold its key instead of probing them;
+//   3. chunks: 128 dense 64-bit counters (1 KB) per 128 keys, hung on the
+//      last level, allocated only for a key that finds no room in the
+//      tables, or whose 32-bit table count would overflow (it is promoted:
+//      further counts of that key go to its chunk, and a reader sums both).
 //
 // Threads: the thread calling on a socket adds without a lock (Counter
 // semantics); readers (snapshots) may read at the same time. Slots are
@@ -110,8 +112,12 @@ class SparseCounters {
   // Table is one level's header; its 32-bit counts, then its 16-bit tags
   // (key + 1; 0 marks a free slot) follow it in the same block.
   struct Table {
-    std::atomic<Table*> next;
-    std::atomic<Chunks*> chunks;  // the chunk tier, hung on level 0 only
+    union {
+      std::atomic<Table*> next;     // levels before the last
+      std::atomic<Chunks*> chunks;  // the last level: the chunk tier
+    };
+    // filter has bit FilterBit(key) set for each key the level holds.
+    std::atomic<uint64_t> filter;
   };
 
   static constexpr int SlotsOf(int level) { return kFirstTableSlots << level; }
@@ -128,6 +134,14 @@ class SparseCounters {
     return (static_cast<uint32_t>(key + 1) * 0x9e3779b1u) >> (32 - kFirstTableBits - level);
   }
   static int ProbesOf(int level) { return SlotsOf(level) < kProbes ? SlotsOf(level) : kProbes; }
+  // FilterBit hashes key apart from Home, so that neighbours in a level
+  // seldom share a bit.
+  static uint64_t FilterBit(int key) {
+    return uint64_t{1} << ((static_cast<uint32_t>(key + 1) * 0x9e3779b1u >> 20) & 63);
+  }
+  static Table* NextOf(const Table* t, int level) {
+    return level + 1 < kTableLevels ? t->next.load(std::memory_order_acquire) : nullptr;
+  }
   // AddToTableCount adds n to a 32-bit table count; false (nothing added)
   // when the sum would overflow it.
   static bool AddToTableCount(std::atomic<uint32_t>* count, uint64_t n) {
@@ -136,9 +150,16 @@ class SparseCounters {
     count->store(static_cast<uint32_t>(sum), std::memory_order_relaxed);
     return true;
   }
+  // LastTable is the last level, nullptr until it is allocated.
+  Table* LastTable() const {
+    Table* t = tables_.load(std::memory_order_acquire);
+    for (int level = 0; t != nullptr && level + 1 < kTableLevels; ++level) t = t->next.load(std::memory_order_acquire);
+    return t;
+  }
+  // ChunksOf is the chunk tier hung on last (the last level), or nullptr.
+  static Chunks* ChunksOf(const Table* last) { return last ? last->chunks.load(std::memory_order_acquire) : nullptr; }
   // ChunkCounter is key's chunk counter, nullptr when its chunk is absent.
-  static Counter* ChunkCounter(const Table* first, int key) {
-    const Chunks* chunks = first ? first->chunks.load(std::memory_order_acquire) : nullptr;
+  static Counter* ChunkCounter(const Chunks* chunks, int key) {
     Counter* chunk = chunks ? chunks->chunk[key >> kChunkBits].load(std::memory_order_acquire) : nullptr;
     return chunk ? &chunk[key & (kChunkSize - 1)] : nullptr;
   }
@@ -177,28 +198,32 @@ inline T* PublishOnce(std::atomic<T*>* slot, size_t bytes, bool may_allocate) {
 
 template <int kInline, int kKeys>
 void SparseCounters<kInline, kKeys>::AddBeyondInline(int key, uint64_t n) {
-  Table* table = tables_.load(std::memory_order_acquire);
-  if (table == nullptr) return AddSlow(key, n);
-  // A key counted in its chunk (no room in the tables, or promoted) stays there.
-  if (Counter* c = ChunkCounter(table, key); c != nullptr && c->Get() != 0) {
-    c->Add(n);
-    return;
-  }
   const uint16_t tag = static_cast<uint16_t>(key + 1);
-  for (int level = 0; table != nullptr; ++level, table = table->next.load(std::memory_order_acquire)) {
-    std::atomic<uint16_t>* tags = TagsOf(table, level);
-    const uint32_t mask = static_cast<uint32_t>(SlotsOf(level) - 1);
-    uint32_t slot = Home(key, level);
-    for (int i = 0; i < ProbesOf(level); ++i, slot = (slot + 1) & mask) {
-      const uint16_t t = tags[slot].load(std::memory_order_relaxed);
-      if (t == tag) {
-        if (!AddToTableCount(&CountsOf(table)[slot], n)) AddSlow(key, n);
+  const uint64_t bit = FilterBit(key);
+  Table* table = tables_.load(std::memory_order_acquire);
+  for (int level = 0; table != nullptr; ++level) {
+    if (table->filter.load(std::memory_order_relaxed) & bit) {
+      std::atomic<uint16_t>* tags = TagsOf(table, level);
+      const uint32_t mask = static_cast<uint32_t>(SlotsOf(level) - 1);
+      uint32_t slot = Home(key, level);
+      for (int i = 0; i < ProbesOf(level); ++i, slot = (slot + 1) & mask) {
+        const uint16_t t = tags[slot].load(std::memory_order_relaxed);
+        if (t == tag) {
+          if (!AddToTableCount(&CountsOf(table)[slot], n)) AddSlow(key, n);  // promoted to its chunk
+          return;
+        }
+        if (t == 0) break;
+      }
+    }
+    if (level + 1 == kTableLevels) {
+      // Every level allocated and none holds key: its chunk, if it has one.
+      if (Counter* c = ChunkCounter(ChunksOf(table), key); c != nullptr && c->Get() != 0) {
+        c->Add(n);
         return;
       }
-      // Keys are never removed, so a free slot in key's window means the
-      // key is in no level (a key goes to the first level with room).
-      if (t == 0) return AddSlow(key, n);
+      break;
     }
+    table = table->next.load(std::memory_order_acquire);
   }
   AddSlow(key, n);
 }
@@ -217,7 +242,10 @@ bool SparseCounters<kInline, kKeys>::AddToTables(int key, uint64_t n, bool may_a
       uint16_t t = tags[slot].load(std::memory_order_acquire);
       // Claim a free slot; a racing writer may have claimed it first, for
       // this key or another.
-      if (t == 0 && tags[slot].compare_exchange_strong(t, tag, std::memory_order_acq_rel)) t = tag;
+      if (t == 0 && tags[slot].compare_exchange_strong(t, tag, std::memory_order_acq_rel)) {
+        table->filter.fetch_or(FilterBit(key), std::memory_order_relaxed);
+        t = tag;
+      }
       if (t == tag) return AddToTableCount(&CountsOf(table)[slot], n);
     }
     link = &table->next;
@@ -237,15 +265,23 @@ void SparseCounters<kInline, kKeys>::AddAt(int key, uint64_t n, bool may_allocat
       return;
     }
   }
-  Counter* c = ChunkCounter(tables_.load(std::memory_order_acquire), key);
+  // A key counted in its chunk (no room in the tables) stays there.
+  Table* last = LastTable();
+  Counter* c = ChunkCounter(ChunksOf(last), key);
   if (c != nullptr && c->Get() != 0) {
     c->Add(n);
     return;
   }
   if (AddToTables(key, n, may_allocate)) return;
-  // No room in the tables, or a table count about to overflow: key's chunk.
-  Table* first = tables_.load(std::memory_order_acquire);
-  Chunks* chunks = first ? PublishOnce(&first->chunks, sizeof(Chunks), may_allocate) : nullptr;
+  // No room in the tables, or a table count about to overflow (after 2^32
+  // counts, so the levels it may add are no matter): key's chunk.
+  last = nullptr;
+  std::atomic<Table*>* link = &tables_;
+  for (int level = 0; level < kTableLevels && link != nullptr; ++level) {
+    last = PublishOnce(link, TableBytes(level), may_allocate);
+    link = last != nullptr ? &last->next : nullptr;
+  }
+  Chunks* chunks = last ? PublishOnce(&last->chunks, sizeof(Chunks), may_allocate) : nullptr;
   Counter* chunk =
       chunks ? PublishOnce(&chunks->chunk[key >> kChunkBits], sizeof(Counter) * kChunkSize, may_allocate) : nullptr;
   (chunk != nullptr ? chunk[key & (kChunkSize - 1)] : lost_).Add(n);
@@ -265,7 +301,7 @@ uint64_t SparseCounters<kInline, kKeys>::Get(int key) const {
   }
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
-  for (Table* table = first; table != nullptr; table = table->next.load(std::memory_order_acquire), ++level) {
+  for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
     std::atomic<uint16_t>* tags = TagsOf(table, level);
     const uint32_t mask = static_cast<uint32_t>(SlotsOf(level) - 1);
     uint32_t slot = Home(key, level);
@@ -273,7 +309,7 @@ uint64_t SparseCounters<kInline, kKeys>::Get(int key) const {
       if (tags[slot].load(std::memory_order_acquire) == tag) n += CountsOf(table)[slot].load(std::memory_order_relaxed);
     }
   }
-  const Counter* c = ChunkCounter(first, key);
+  const Counter* c = ChunkCounter(ChunksOf(LastTable()), key);
   return c ? n + c->Get() : n;
 }
 
@@ -283,10 +319,10 @@ uint64_t SparseCounters<kInline, kKeys>::Total() const {
   for (int i = 0; i < kInline; ++i) n += counts_[i].Get();
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
-  for (Table* table = first; table != nullptr; table = table->next.load(std::memory_order_acquire), ++level) {
+  for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
     for (int i = 0; i < SlotsOf(level); ++i) n += CountsOf(table)[i].load(std::memory_order_relaxed);
   }
-  const Chunks* chunks = first ? first->chunks.load(std::memory_order_acquire) : nullptr;
+  const Chunks* chunks = ChunksOf(LastTable());
   for (int c = 0; chunks != nullptr && c < kChunks; ++c) {
     const Counter* chunk = chunks->chunk[c].load(std::memory_order_acquire);
     for (int i = 0; chunk != nullptr && i < kChunkSize; ++i) n += chunk[i].Get();
@@ -309,13 +345,14 @@ void SparseCounters<kInline, kKeys>::Reset() {
   lost_.Set(0);
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
-  for (Table* table = first; table != nullptr; table = table->next.load(std::memory_order_acquire), ++level) {
+  for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
+    table->filter.store(0, std::memory_order_relaxed);
     for (int i = 0; i < SlotsOf(level); ++i) {
       CountsOf(table)[i].store(0, std::memory_order_relaxed);
       TagsOf(table, level)[i].store(0, std::memory_order_release);
     }
   }
-  Chunks* chunks = first ? first->chunks.load(std::memory_order_acquire) : nullptr;
+  Chunks* chunks = ChunksOf(LastTable());
   for (int c = 0; chunks != nullptr && c < kChunks; ++c) {
     Counter* chunk = chunks->chunk[c].load(std::memory_order_acquire);
     for (int i = 0; chunk != nullptr && i < kChunkSize; ++i) chunk[i].Set(0);
@@ -327,10 +364,8 @@ uint64_t SparseCounters<kInline, kKeys>::HeapBytes() const {
   uint64_t bytes = 0;
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
-  for (Table* table = first; table != nullptr; table = table->next.load(std::memory_order_acquire)) {
-    bytes += TableBytes(level++);
-  }
-  const Chunks* chunks = first ? first->chunks.load(std::memory_order_acquire) : nullptr;
+  for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) bytes += TableBytes(level);
+  const Chunks* chunks = ChunksOf(LastTable());
   if (chunks == nullptr) return bytes;
   bytes += sizeof(Chunks);
   for (int c = 0; c < kChunks; ++c) {
@@ -342,16 +377,13 @@ uint64_t SparseCounters<kInline, kKeys>::HeapBytes() const {
 template <int kInline, int kKeys>
 int SparseCounters<kInline, kKeys>::TableLevels() const {
   int levels = 0;
-  for (Table* t = tables_.load(std::memory_order_acquire); t != nullptr; t = t->next.load(std::memory_order_acquire)) {
-    ++levels;
-  }
+  for (Table* t = tables_.load(std::memory_order_acquire); t != nullptr; t = NextOf(t, levels - 1)) ++levels;
   return levels;
 }
 
 template <int kInline, int kKeys>
 bool SparseCounters<kInline, kKeys>::HasChunks() const {
-  const Table* first = tables_.load(std::memory_order_acquire);
-  const Chunks* chunks = first ? first->chunks.load(std::memory_order_acquire) : nullptr;
+  const Chunks* chunks = ChunksOf(LastTable());
   for (int c = 0; chunks != nullptr && c < kChunks; ++c) {
     if (chunks->chunk[c].load(std::memory_order_acquire) != nullptr) return true;
   }
@@ -377,7 +409,7 @@ void SparseCounters<kInline, kKeys>::ForEach(Fn fn) const {
   }
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
-  for (Table* table = first; table != nullptr; table = table->next.load(std::memory_order_acquire), ++level) {
+  for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
     std::atomic<uint16_t>* tags = TagsOf(table, level);
     for (int i = 0; i < SlotsOf(level); ++i) {
       const uint16_t tag = tags[i].load(std::memory_order_acquire);
@@ -395,7 +427,7 @@ void SparseCounters<kInline, kKeys>::ForEach(Fn fn) const {
     }
   }
   int next = 0;
-  const Chunks* chunks = first ? first->chunks.load(std::memory_order_acquire) : nullptr;
+  const Chunks* chunks = ChunksOf(LastTable());
   for (int c = 0; chunks != nullptr && c < kChunks; ++c) {
     const Counter* chunk = chunks->chunk[c].load(std::memory_order_acquire);
     if (chunk == nullptr) continue;
