@@ -290,7 +290,7 @@ struct SocketState {
 
   // SocketState::CloseBurst records the open burst, if any, and starts anew.
   // Forced inline: with exact histograms the compiler called it out of line
-  // from every read hook: about 7 ns more a write and read (bench/hooks_compare.py).
+  // from every read hook: about 7 ns more a write and read (bench/compare_builds.py).
   [[gnu::always_inline]] void CloseBurst() {
     stats.burst_writes.Record(stats.burst_open_writes.Get());
     stats.burst_bytes.Record(stats.burst_open_bytes.Get());
