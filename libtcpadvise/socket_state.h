@@ -83,7 +83,7 @@ struct PolicyState;
 // call touches few cache lines: the counters every call bumps share the first
 // line, a histogram record touches one histogram, and the per-API counts sit
 // together. Histograms and errno counts are sparse (sparse_counters.h): an
-// open connection costs what it uses (1.6 KB for its whole SocketState while
+// open connection costs what it uses (1.4 KB for its whole SocketState while
 // each histogram sees at most four distinct buckets, then 64 B for the next
 // 4 to 8 buckets of a histogram, about 6 B a bucket up to some 240). The
 // burst and turn state of a live socket rides in the hot line too; merging
