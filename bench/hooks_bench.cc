@@ -28,6 +28,9 @@ namespace {
 
 constexpr int kTrackedFd = 900;
 constexpr int kUntrackedFd = 901;
+// kVariedFd is a tracked socket of its own for the varied-size benchmark,
+// whose many buckets would otherwise change kTrackedFd's histograms.
+constexpr int kVariedFd = 902;
 
 __attribute__((noinline)) ssize_t StubWrite(int, const void*, size_t n) {
   benchmark::ClobberMemory();
@@ -48,6 +51,7 @@ struct StubbedShim {
     SocketIdentity id;
     id.role = Role::kClient;
     g_table.Track(kTrackedFd, id);
+    g_table.Track(kVariedFd, id);
   }
   ssize_t (*real_write)(int, const void*, size_t);
   ssize_t (*real_read)(int, void*, size_t);
@@ -128,6 +132,23 @@ void BM_WriteRead_Stub_TrackedSocket(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_WriteRead_Stub_TrackedSocket);
+
+// A write and a read whose sizes vary over 61 sizes from 1 B to 60 KiB (as a
+// server's replies do): the size histograms hold most of their buckets
+// beyond the four inline ones, in the tables (sparse_counters.h).
+void BM_WriteRead_Stub_TrackedSocket_VariedSizes(benchmark::State& state) {
+  static char buf[65536];
+  size_t sizes[61];
+  for (int i = 0; i < 61; ++i) sizes[i] = static_cast<size_t>(1) << (i / 4) | static_cast<size_t>(i * 37 % 64);
+  Stubbed stubbed;
+  int i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(hooks::Write(kVariedFd, buf, sizes[i]));
+    benchmark::DoNotOptimize(hooks::Read(kVariedFd, buf, sizes[60 - i]));
+    i = i == 60 ? 0 : i + 1;
+  }
+}
+BENCHMARK(BM_WriteRead_Stub_TrackedSocket_VariedSizes);
 
 void BM_ReadTicks(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(ReadTicks());

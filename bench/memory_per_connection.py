@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Memory the shim costs per open tracked connection.
 
-A server (bench/conn_holder.c) accepts N loopback connections, serves a few
-request/response rounds on each (a 64-byte request, a 512-byte reply, a read
-that meets EAGAIN) and holds them all open; its resident set size (VmRSS) is
-read then. The same run is made without the shim and under it (and under any
+A server (bench/conn_holder.c) accepts N loopback connections, serves
+request/response rounds on each and holds them all open; its resident set
+size (VmRSS) is read then. Workloads (--workloads):
+  quiet   3 rounds of a 64-byte request and a 512-byte reply, then a read
+          that meets EAGAIN: each histogram sees a bucket or two;
+  busy    20 such rounds: the turn times spread over tens of buckets;
+  varied  20 rounds whose requests (16 B-2 KiB) and replies (64 B-16 KiB)
+          vary, log-uniform: the size histograms spread too. The same run is made without the shim and under it (and under any
 other shim given with --compare, e.g. an older build); the clients never run
 under a shim. Per connection = (RSS under the shim - RSS without) / N, summed
 over the server processes.
@@ -21,7 +25,8 @@ Snapshots are set an hour apart so that a snapshot's buffer is not counted.
 Writes bench/results/memory-per-connection.{json,md}.
 
 usage: bench/memory_per_connection.py [--build DIR] [--counts 1000,10000,100000]
-                                      [--per-process N] [--rounds N] [--runs N]
+                                      [--workloads quiet,busy,varied]
+                                      [--per-process N] [--runs N]
                                       [--compare NAME=PATH/libtcpadvise.so]
 """
 import argparse
@@ -36,6 +41,8 @@ import subprocess
 import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+# WORKLOADS: name -> (rounds per connection, conn_holder's SIZES).
+WORKLOADS = {"quiet": (3, "fixed"), "busy": (20, "fixed"), "varied": (20, "varied")}
 
 
 def rss_bytes(pid: int) -> int:
@@ -52,9 +59,10 @@ def expect(proc: subprocess.Popen, prefix: str) -> str:
     return line
 
 
-def measure(holder: str, shim: str | None, count: int, per_process: int, rounds: int, out_dir: str) -> int:
+def measure(holder: str, shim: str | None, count: int, per_process: int, workload: str, out_dir: str) -> int:
     """Summed VmRSS of the server processes holding count connections."""
     processes = max(1, math.ceil(count / per_process))
+    rounds, sizes = WORKLOADS[workload]
     env = dict(os.environ, TCPADVISE_OUT=out_dir, TCPADVISE_INTERVAL="3600")
     env.pop("LD_PRELOAD", None)
     server_env = dict(env, LD_PRELOAD=shim) if shim else env
@@ -63,11 +71,11 @@ def measure(holder: str, shim: str | None, count: int, per_process: int, rounds:
         servers = []
         for k in range(processes):
             n = count // processes + (1 if k < count % processes else 0)
-            server = subprocess.Popen([holder, "server", "0", str(n), str(rounds)], env=server_env, text=True,
+            server = subprocess.Popen([holder, "server", "0", str(n), str(rounds), sizes], env=server_env, text=True,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             started.append(server)
             port = int(expect(server, "listening").split()[1])
-            client = subprocess.Popen([holder, "client", str(port), str(n), str(rounds), f"127.0.0.{k + 2}"],
+            client = subprocess.Popen([holder, "client", str(port), str(n), str(rounds), f"127.0.0.{k + 2}", sizes],
                                       env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE)
             started.append(client)
@@ -89,7 +97,7 @@ def main() -> None:
     parser.add_argument("--build", default=str(REPO / "build"))
     parser.add_argument("--counts", default="1000,10000,100000")
     parser.add_argument("--per-process", type=int, default=12500)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workloads", default="quiet,busy,varied", help=f"of {', '.join(WORKLOADS)}")
     parser.add_argument("--runs", type=int, default=3, help="runs per figure; the median is kept")
     parser.add_argument("--compare", action="append", default=[], metavar="NAME=SHIM",
                         help="another shim to measure beside this build's (e.g. base=../base/build/preload/libtcpadvise.so)")
@@ -101,35 +109,44 @@ def main() -> None:
     counts = [int(c) for c in args.counts.split(",")]
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 
-    def median_rss(shim, count):
+    workloads = args.workloads.split(",")
+    for workload in workloads:
+        if workload not in WORKLOADS:
+            parser.error(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
+
+    def median_rss(shim, count, workload="quiet"):
         with tempfile.TemporaryDirectory() as out_dir:
-            return statistics.median(measure(holder, shim, count, args.per_process, args.rounds, out_dir)
+            return statistics.median(measure(holder, shim, count, args.per_process, workload, out_dir)
                                      for _ in range(args.runs))
 
     fixed = {name: median_rss(path, 0) - median_rss(None, 0) for name, path in shims.items()}
     rows = []
     for count in counts:
-        plain = median_rss(None, count)
-        processes = max(1, math.ceil(count / args.per_process))
-        for name, path in shims.items():
-            under = median_rss(path, count)
-            row = {
-                "shim": name,
-                "connections": count,
-                "server_processes": processes,
-                "rss_plain_bytes": plain,
-                "rss_shim_bytes": under,
-                "per_connection_bytes": (under - plain) / count,
-                "marginal_per_connection_bytes": (under - plain - processes * fixed[name]) / count,
-            }
-            rows.append(row)
-            print(f"{name:>6} {count:>7} connections in {processes} process(es): "
-                  f"{row['per_connection_bytes']:8.0f} B per connection "
-                  f"({row['marginal_per_connection_bytes']:.0f} B marginal)", flush=True)
+        for workload in workloads:
+            plain = median_rss(None, count, workload)
+            processes = max(1, math.ceil(count / args.per_process))
+            for name, path in shims.items():
+                under = median_rss(path, count, workload)
+                row = {
+                    "shim": name,
+                    "workload": workload,
+                    "rounds": WORKLOADS[workload][0],
+                    "sizes": WORKLOADS[workload][1],
+                    "connections": count,
+                    "server_processes": processes,
+                    "rss_plain_bytes": plain,
+                    "rss_shim_bytes": under,
+                    "per_connection_bytes": (under - plain) / count,
+                    "marginal_per_connection_bytes": (under - plain - processes * fixed[name]) / count,
+                }
+                rows.append(row)
+                print(f"{name:>6} {workload:>6} {count:>7} connections in {processes} process(es): "
+                      f"{row['per_connection_bytes']:8.0f} B per connection "
+                      f"({row['marginal_per_connection_bytes']:.0f} B marginal)", flush=True)
 
     results = {
         "machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "rlimit_nofile_hard": nofile},
-        "rounds_per_connection": args.rounds,
+        "workloads": {name: {"rounds": WORKLOADS[name][0], "sizes": WORKLOADS[name][1]} for name in workloads},
         "runs_per_figure": args.runs,
         "fixed_per_process_bytes": fixed,
         "rows": rows,
@@ -139,18 +156,20 @@ def main() -> None:
     lines = [
         "# Memory per open tracked connection",
         "",
-        "`bench/memory_per_connection.py`: a server holding N open loopback connections (each served "
-        f"{args.rounds} rounds of a 64-byte request and a 512-byte reply, then a read meeting EAGAIN), its VmRSS "
+        "`bench/memory_per_connection.py`: a server holding N open loopback connections, its VmRSS "
         "under the shim minus without, divided by N; median of "
-        f"{args.runs} runs. Above {args.per_process} connections the server is split over several "
+        f"{args.runs} runs. Workloads: quiet = 3 rounds of a 64-byte request and a 512-byte reply, then a read "
+        "meeting EAGAIN; busy = 20 such rounds; varied = 20 rounds of 16 B-2 KiB requests and 64 B-16 KiB "
+        f"replies (log-uniform). Above {args.per_process} connections the server is split over several "
         f"processes (RLIMIT_NOFILE hard limit here: {nofile}).",
         "",
-        "| shim | connections | server processes | RSS without shim | RSS under shim | per connection | marginal |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| shim | workload | connections | server processes | RSS without shim | RSS under shim | per connection "
+        "| marginal |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
-            f"| {row['shim']} | {row['connections']} | {row['server_processes']} | "
+            f"| {row['shim']} | {row['workload']} | {row['connections']} | {row['server_processes']} | "
             f"{row['rss_plain_bytes'] / 2**20:.1f} MiB | {row['rss_shim_bytes'] / 2**20:.1f} MiB | "
             f"{row['per_connection_bytes']:.0f} B | {row['marginal_per_connection_bytes']:.0f} B |")
     lines += ["", "Fixed cost of the shim per process (0 connections): "

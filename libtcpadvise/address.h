@@ -17,8 +17,19 @@ inline uint16_t PortOf(const sockaddr* a) {
   return 0;
 }
 
-// PortOf for a sockaddr_storage.
-inline uint16_t PortOf(const sockaddr_storage& a) { return PortOf(reinterpret_cast<const sockaddr*>(&a)); }
+// SocketAddress holds a TCP socket's IPv4 or IPv6 address: 28 bytes where a
+// sockaddr_storage takes 128, twice in every socket's state. ss_family
+// overlays the family field every member starts with; in6, the largest,
+// comes first so that SocketAddress{} zeroes every byte.
+union SocketAddress {
+  sockaddr_in6 in6;
+  sockaddr_in in4;
+  sockaddr sa;
+  sa_family_t ss_family;
+};
+
+// PortOf for a SocketAddress.
+inline uint16_t PortOf(const SocketAddress& a) { return PortOf(&a.sa); }
 
 // SocketCookie is the kernel's SO_COOKIE for fd's socket (see
 // SocketIdentity::cookie); 0 when unknown. The caller keeps errno.

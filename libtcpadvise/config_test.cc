@@ -163,5 +163,21 @@ TEST(ConfigTest, Ipv4PrefixesMatchIpv4MappedPeers) {
   EXPECT_FALSE(ParsePeerPrefix("example.com", &config.rules[0].match));
 }
 
+// A weight the trace could not hold as a finite number is refused (YAML's
+// .inf and .nan read as doubles).
+TEST(ConfigTest, ArmWeightsMustBeFinite) {
+  for (const char* weight : {".inf", ".nan", "1e999"}) {
+    const Loaded l = Load(std::string(R"(version: 1
+experiment:
+  name: e
+  seed: 1
+  arms:
+    - {name: control, policy: nodelay, weight: 1}
+    - {name: b, policy: observe, weight: )") + weight + "}\n");
+    EXPECT_EQ(l.error_count, 1) << weight << ": " << l.errors;
+    EXPECT_NE(l.errors.find("arm weight must be a positive finite number"), std::string::npos) << l.errors;
+  }
+}
+
 }  // namespace
 }  // namespace tcpadvise

@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -244,8 +245,9 @@ class Parser {
         if (strcmp(e.arms[i].name, a.name) == 0) Error(arm, std::string("two arms are named '") + a.name + "'");
       }
       if (const YAML::Node weight = arm["weight"]) {
-        if (!weight.IsScalar() || !YAML::convert<double>::decode(weight, a.weight) || !(a.weight > 0)) {
-          Error(weight, "arm weight must be a positive number");
+        if (!weight.IsScalar() || !YAML::convert<double>::decode(weight, a.weight) || !(a.weight > 0) ||
+            !std::isfinite(a.weight)) {
+          Error(weight, "arm weight must be a positive finite number");
         }
       }
       a.rule = config_->rule_count++;

@@ -90,7 +90,7 @@ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-Endpoint EndpointOf(const sockaddr_storage& a) {
+Endpoint EndpointOf(const SocketAddress& a) {
   Endpoint e;
   if (a.ss_family == AF_INET) {
     e.family = 4;
@@ -275,11 +275,11 @@ bool GrowOutcomes() {
 
 }  // namespace
 
-int ArmDrawnFor(const ExperimentConfig& e, const sockaddr_storage& local, const sockaddr_storage& peer) {
+int ArmDrawnFor(const ExperimentConfig& e, const SocketAddress& local, const SocketAddress& peer) {
   return ArmOfHash(e, ConnectionHash(e.seed, EndpointOf(local), EndpointOf(peer)));
 }
 
-int DrawArm(const ExperimentConfig& e, const sockaddr_storage& local, const sockaddr_storage& peer) {
+int DrawArm(const ExperimentConfig& e, const SocketAddress& local, const SocketAddress& peer) {
   ++g_draws;
   const uint64_t now = ReadTicks();
   const double ticks_per_second = g_runtime.tick_rate.TicksPerSecond();

@@ -25,12 +25,12 @@ constexpr const char* kAssignment = "splitmix64-4tuple/1";
 // ArmDrawnFor is the arm the connection between local and peer draws:
 // SplitMix64 chained over the seed and the two endpoints in a canonical
 // order (both ends of one connection draw alike), by weight.
-int ArmDrawnFor(const ExperimentConfig& experiment, const sockaddr_storage& local, const sockaddr_storage& peer);
+int ArmDrawnFor(const ExperimentConfig& experiment, const SocketAddress& local, const SocketAddress& peer);
 
 // DrawArm is the arm a new matching connection takes: its drawn arm, or
 // control (arm 0) when the guardrail stopped that arm. It may re-check the
 // guardrail on live connections first (at most once a second).
-int DrawArm(const ExperimentConfig& experiment, const sockaddr_storage& local, const sockaddr_storage& peer);
+int DrawArm(const ExperimentConfig& experiment, const SocketAddress& local, const SocketAddress& peer);
 
 // ArmOfRule returns the arm whose policy is rule, or -1.
 int ArmOfRule(const ExperimentConfig& experiment, int rule);

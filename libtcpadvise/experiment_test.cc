@@ -7,8 +7,8 @@
 namespace tcpadvise {
 namespace {
 
-sockaddr_storage Address(const char* text, uint16_t port) {
-  sockaddr_storage a{};
+SocketAddress Address(const char* text, uint16_t port) {
+  SocketAddress a{};
   if (strchr(text, ':') != nullptr) {
     auto* in6 = reinterpret_cast<sockaddr_in6*>(&a);
     in6->sin6_family = AF_INET6;

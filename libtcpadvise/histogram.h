@@ -3,9 +3,11 @@
 // buckets, so a bucket's low edge is within 1/128 (0.8%) of every value in
 // it, and values below 256 have a bucket each (exact). Count, min, max and
 // sum are exact. The buckets are SparseCounters: the few distinct buckets
-// most sockets use sit inline, and a histogram that outgrows them allocates
-// chunks of 128 buckets (one power of two) on first use. Thread rules are
-// SparseCounters' (sparse_counters.h).
+// most sockets use sit inline, a histogram that outgrows them grows small
+// (bucket, count) tables (64 B for the next 4 to 8 buckets, up to about 240
+// buckets in 1.7 KB), and only one that uses more allocates chunks of 128
+// buckets (one power of two). Thread rules are SparseCounters'
+// (sparse_counters.h).
 #ifndef TCPADVISE_HISTOGRAM_H_
 #define TCPADVISE_HISTOGRAM_H_
 
@@ -68,7 +70,7 @@ class Histogram {
   // Histogram::MergeFrom adds every value of other.
   void MergeFrom(const Histogram& other);
 
-  // Histogram::Reset empties the histogram (its chunks stay allocated).
+  // Histogram::Reset empties the histogram (its tables and chunks stay allocated).
   void Reset();
 
   // Histogram::Summary is the exact count, bounds and sum.

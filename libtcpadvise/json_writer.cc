@@ -1,10 +1,13 @@
 #include "json_writer.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "private_alloc.h"
+#include "utf8.h"
 
 namespace tcpadvise {
 
@@ -71,19 +74,38 @@ void JsonWriter::String(const char* value) {
   BeforeValue();
   AppendChar('"');
   const char* run = value;  // characters that need no escape go in one piece
-  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(value);; ++p) {
-    if (*p != '\0' && *p != '"' && *p != '\\' && *p >= 0x20) continue;
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(value);
+  for (;;) {
+    const unsigned char c = *p;
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      ++p;
+      continue;
+    }
+    size_t length = c >= 0x80 ? Utf8SequenceLength(p, 4) : 1;
+    // Valid characters from U+00A0 up go as they are (C1 controls escaped).
+    if (length > 1 && !(c == 0xc2 && p[1] < 0xa0)) {
+      p += length;
+      continue;
+    }
     Append(run, static_cast<size_t>(reinterpret_cast<const char*>(p) - run));
-    if (*p == '\0') break;
-    if (*p == '"' || *p == '\\') {
-      const char escaped[2] = {'\\', static_cast<char>(*p)};
+    if (c == '\0') break;
+    char escaped[8];
+    if (c == '"' || c == '\\') {
+      escaped[0] = '\\';
+      escaped[1] = static_cast<char>(c);
       Append(escaped, 2);
+    } else if (length == 0) {
+      // A byte of no valid character: the text \xNN (Python's backslashreplace).
+      snprintf(escaped, sizeof(escaped), "\\\\x%02x", c);
+      Append(escaped, 5);
+      length = 1;
     } else {
-      char escaped[8];
-      snprintf(escaped, sizeof(escaped), "\\u%04x", *p);
+      const unsigned code = length == 2 ? p[1] : c;  // C0 controls, DEL, C1 controls (U+0080-U+009F)
+      snprintf(escaped, sizeof(escaped), "\\u%04x", code);
       Append(escaped, 6);
     }
-    run = reinterpret_cast<const char*>(p) + 1;
+    p += length;
+    run = reinterpret_cast<const char*>(p);
   }
   AppendChar('"');
 }
@@ -102,15 +124,35 @@ void JsonWriter::Int(int64_t value) {
   Append(text, static_cast<size_t>(n));
 }
 
+size_t FormatDouble(double value, char* out, size_t size) {
+  if (isnan(value)) value = 0;
+  if (isinf(value)) value = value > 0 ? DBL_MAX : -DBL_MAX;
+  // The fewest significant digits from 15 up that read back as value: 17
+  // always do; most of the shim's figures need 15 or 16.
+  int n = 0;
+  for (int digits = 15; digits <= 17; ++digits) {
+    n = snprintf(out, size, "%.*g", digits, value);
+    if (strtod(out, nullptr) == value) break;
+  }
+  // The program's locale may have set another decimal point (LC_NUMERIC):
+  // JSON's is '.'. Only digits, the sign, the exponent and it are printed.
+  size_t kept = 0;
+  bool in_point = false;
+  for (int i = 0; i < n; ++i) {
+    const char c = out[i];
+    const bool number_char = (c >= '0' && c <= '9') || c == '-' || c == '+' || c == 'e';
+    if (!number_char && in_point) continue;
+    in_point = !number_char;
+    out[kept++] = number_char ? c : '.';
+  }
+  out[kept] = '\0';
+  return kept;
+}
+
 void JsonWriter::Double(double value) {
   BeforeValue();
-  if (!isfinite(value)) {
-    Append("null", 4);
-    return;
-  }
-  char text[32];
-  const int n = snprintf(text, sizeof(text), "%.6g", value);
-  Append(text, static_cast<size_t>(n));
+  char text[40];
+  Append(text, FormatDouble(value, text, sizeof(text)));
 }
 
 void JsonWriter::Bool(bool value) {

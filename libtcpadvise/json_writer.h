@@ -11,6 +11,12 @@ namespace tcpadvise {
 
 // JsonWriter appends JSON tokens; failed() turns true if memory ran out, and
 // the document is then incomplete and must not be used.
+// FormatDouble writes value into out (size >= 32) as a JSON number that
+// reads back as exactly value: the fewest significant digits from 15 to 17
+// that do, '.' as the decimal point whatever the locale; a non-finite value
+// as the nearest finite one (NaN as 0). Returns the length.
+size_t FormatDouble(double value, char* out, size_t size);
+
 class JsonWriter {
  public:
   JsonWriter() = default;
@@ -25,10 +31,17 @@ class JsonWriter {
   void EndArray();
   // JsonWriter::Key names the next value inside an object.
   void Key(const char* key);
-  // JsonWriter::String writes an escaped string.
+  // JsonWriter::String writes value as a JSON string that is always valid
+  // UTF-8: valid characters as they are, '"', '\\', C0 and C1 controls and
+  // DEL as JSON escapes, and each byte that is part of no valid UTF-8
+  // character as the four characters \xNN (lower-case hex, as Python's
+  // "backslashreplace" error handler writes it).
   void String(const char* value);
-  // JsonWriter::Uint, Int, Double and Bool write scalars; non-finite doubles
-  // become null.
+  // JsonWriter::Uint, Int, Double and Bool write scalars. A double is
+  // written in the fewest digits that read back as exactly that double
+  // (FormatDouble); a non-finite one, which the shim's own figures never
+  // are, is written as the nearest finite (NaN as 0) so that the document
+  // stays valid JSON.
   void Uint(uint64_t value);
   void Int(int64_t value);
   void Double(double value);

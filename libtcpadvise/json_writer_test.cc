@@ -1,7 +1,13 @@
 #include "json_writer.h"
 
 #include <gtest/gtest.h>
+#include <locale.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include <cmath>
+#include <random>
 #include <string>
 
 namespace tcpadvise {
@@ -28,13 +34,70 @@ TEST(JsonWriterTest, NestsWithCommas) {
   EXPECT_EQ(Text(w), R"({"a":1,"b":[-2,true,{}],"c":0.5})");
 }
 
-TEST(JsonWriterTest, EscapesStringsAndNonFiniteNumbers) {
+TEST(JsonWriterTest, EscapesStringsAndWritesNonFiniteNumbersAsFiniteOnes) {
   JsonWriter w;
   w.BeginArray();
   w.String("q\"b\\\n");
   w.Double(1.0 / 0.0);
+  w.Double(-1.0 / 0.0);
+  w.Double(nan(""));
   w.EndArray();
-  EXPECT_EQ(Text(w), R"(["q\"b\\\u000a",null])");
+  EXPECT_EQ(Text(w), R"(["q\"b\\\u000a",1.7976931348623157e+308,-1.7976931348623157e+308,0])");
+}
+
+TEST(JsonWriterTest, StringsAreAlwaysValidUtf8WithInvalidBytesEscapedAsBackslashX) {
+  const struct {
+    const char* in;
+    const char* out;
+  } cases[] = {
+      {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""},  // kept as they are
+      {"a\xff" "b", R"("a\\xffb")"},                                // a byte of no character
+      {"\xc3", R"("\\xc3")"},                                       // a character cut short by the end
+      {"\xe2\x82" "z", R"("\\xe2\\x82z")"},                       // ... or by a byte that does not continue it
+      {"\xc0\x80", R"("\\xc0\\x80")"},                            // overlong NUL
+      {"\xed\xa0\x80", R"("\\xed\\xa0\\x80")"},                  // a surrogate
+      {"\xf4\x90\x80\x80", R"("\\xf4\\x90\\x80\\x80")"},        // above U+10FFFF
+      {"\x1b[31mred\x7f\xc2\x9b", R"("\u001b[31mred\u007f\u009b")"},  // C0, DEL and C1 controls
+      {"back\\xff", R"("back\\xff")"},  // a real backslash is escaped as JSON's \\ (so \xNN is ambiguous only to a reader that unescapes twice)
+  };
+  for (const auto& c : cases) {
+    JsonWriter w;
+    w.String(c.in);
+    EXPECT_EQ(Text(w), c.out);
+  }
+}
+
+TEST(JsonWriterTest, DoublesReadBackExactlyInTheFewestDigits) {
+  const struct {
+    double value;
+    const char* text;
+  } cases[] = {{0.5, "0.5"}, {0.1, "0.1"}, {1e9 / 3e9, "0.3333333333333333"}, {2999999999.9999995, "2999999999.9999995"},
+               {123456789012.0, "123456789012"}, {-0.0, "-0"}, {5e-324, "4.94065645841247e-324"}};
+  for (const auto& c : cases) {
+    char text[40];
+    FormatDouble(c.value, text, sizeof(text));
+    EXPECT_STREQ(text, c.text);
+  }
+  std::mt19937_64 random(17);
+  for (int i = 0; i < 100000; ++i) {
+    uint64_t bits = random();
+    double value;
+    memcpy(&value, &bits, sizeof(value));
+    if (!std::isfinite(value)) continue;
+    char text[40];
+    FormatDouble(value, text, sizeof(text));
+    ASSERT_EQ(strtod(text, nullptr), value) << text;
+  }
+}
+
+TEST(JsonWriterTest, DoublesUseAPointWhateverTheLocale) {
+  if (setlocale(LC_NUMERIC, "de_DE.UTF-8") == nullptr && setlocale(LC_NUMERIC, "fr_FR.UTF-8") == nullptr) {
+    GTEST_SKIP() << "no locale with a decimal comma is installed";
+  }
+  char text[40];
+  FormatDouble(2.5, text, sizeof(text));
+  setlocale(LC_NUMERIC, "C");
+  EXPECT_STREQ(text, "2.5");
 }
 
 TEST(JsonWriterTest, GrowsPastItsFirstBuffer) {

@@ -5,14 +5,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <atomic>
+
 #include "private_alloc.h"
+#include "private_alloc_testing.h"
 
 namespace tcpadvise {
 
 // libc's heap handles its own reentry; the flag is set by tests only.
 __thread bool t_in_private_heap = false;
 
-void* PrivateAlloc(size_t size) { return calloc(1, size ? size : 1); }
+namespace {
+// g_allocs_left: allocations that may still succeed; negative: unlimited.
+std::atomic<long> g_allocs_left{-1};
+}  // namespace
+
+void PrivateAllocFailAfter(long n) { g_allocs_left.store(n); }
+
+void* PrivateAlloc(size_t size) {
+  long left = g_allocs_left.load();
+  while (left >= 0) {
+    if (left == 0) return nullptr;
+    if (g_allocs_left.compare_exchange_weak(left, left - 1)) break;
+  }
+  return calloc(1, size ? size : 1);
+}
 
 void* PrivateRealloc(void* p, size_t size) { return realloc(p, size ? size : 1); }
 

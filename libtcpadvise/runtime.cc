@@ -18,6 +18,7 @@
 #include "signals.h"
 #include "socket_table.h"
 #include "trace_writer.h"
+#include "utf8.h"
 
 namespace tcpadvise {
 
@@ -138,7 +139,12 @@ void RuntimeStart() {
   g_runtime.start_unix_ns = RealtimeNs();
   g_runtime.pid = getpid();
   if (program_invocation_short_name != nullptr && program_invocation_short_name[0] != '\0') {
-    strncpy(g_runtime.program, program_invocation_short_name, sizeof(g_runtime.program) - 1);
+    // A longer name (argv[0] is whatever the exec gave) is cut on a UTF-8
+    // character boundary, so that the trace never holds half a character.
+    const char* name = program_invocation_short_name;
+    const size_t length = Utf8Cut(name, strlen(name), sizeof(g_runtime.program) - 1);
+    memcpy(g_runtime.program, name, length);
+    g_runtime.program[length] = '\0';
   }
   if (!g_table.Init()) {
     RawWarning("cannot set up the socket table; the program runs without tcpadvise");

@@ -22,7 +22,8 @@ struct Settings {
 // RuntimeState is what the trace writer needs to know about the process.
 struct RuntimeState {
   Settings settings;
-  // The program's name at start-up, before any process title rewrites argv[0].
+  // The program's name at start-up, before any process title rewrites
+  // argv[0]: its first 255 bytes, cut on a UTF-8 character boundary.
   char program[256] = "unknown";
   TickRate tick_rate;
   uint64_t start_unix_ns = 0;

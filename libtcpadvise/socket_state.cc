@@ -114,7 +114,7 @@ void SocketStats::Reset() {
 }
 
 // AddressBytes points at the address part of an IPv4 or IPv6 sockaddr.
-static const unsigned char* AddressBytes(const sockaddr_storage& a, size_t* len) {
+static const unsigned char* AddressBytes(const SocketAddress& a, size_t* len) {
   if (a.ss_family == AF_INET) {
     *len = 4;
     return reinterpret_cast<const unsigned char*>(&reinterpret_cast<const sockaddr_in&>(a).sin_addr);
@@ -127,7 +127,7 @@ static const unsigned char* AddressBytes(const sockaddr_storage& a, size_t* len)
   return nullptr;
 }
 
-static void SetPort(sockaddr_storage* a, uint16_t port) {
+static void SetPort(SocketAddress* a, uint16_t port) {
   if (a->ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(a)->sin_port = htons(port);
   if (a->ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(a)->sin6_port = htons(port);
 }

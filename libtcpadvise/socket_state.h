@@ -10,6 +10,7 @@
 
 #include <atomic>
 
+#include "address.h"
 #include "clock.h"
 #include "counter.h"
 #include "histogram.h"
@@ -46,8 +47,8 @@ constexpr int kErrnoSlots = 134;
 inline int ErrnoSlot(int errno_value) { return errno_value > 0 && errno_value < kErrnoSlots ? errno_value : 0; }
 
 // ErrnoCounts count failed calls by errno slot: the two errnos a socket
-// usually meets (EAGAIN, then EPIPE or ECONNRESET) inline, the whole table
-// allocated only when a third appears.
+// usually meets (EAGAIN, then EPIPE or ECONNRESET) inline, a 64 B table for
+// the next ones.
 using ErrnoCounts = SparseCounters<2, kErrnoSlots>;
 
 // FlushCause says why a policy sent held bytes (coalesce) or uncorked (cork).
@@ -81,11 +82,12 @@ struct PolicyState;
 // SocketStats are the statistics of a socket or a group, laid out so that a
 // call touches few cache lines: the counters every call bumps share the first
 // line, a histogram record touches one histogram, and the per-API counts sit
-// together. Histograms and errno counts are sparse: an open connection costs
-// what it uses (1.5 KB for its whole SocketState while each histogram sees
-// at most four distinct buckets, 1 KB more per power of two a histogram
-// spreads over beyond that). The burst and turn state of a live socket rides in the hot line
-// too; merging and resetting leave it to SocketState.
+// together. Histograms and errno counts are sparse (sparse_counters.h): an
+// open connection costs what it uses (1.4 KB for its whole SocketState while
+// each histogram sees at most four distinct buckets, then 64 B for the next
+// 4 to 8 buckets of a histogram, about 6 B a bucket up to some 240). The
+// burst and turn state of a live socket rides in the hot line too; merging
+// and resetting leave it to SocketState.
 struct alignas(64) SocketStats {
   // The hot line. policy is not a statistic: it rides here so that the write
   // path learns whether a policy takes the call without touching another line;
@@ -169,8 +171,8 @@ struct SocketIdentity {
   // The connection's pattern (Shape), set when a closed socket is folded:
   // part of the group key.
   uint8_t shape = 0;
-  sockaddr_storage local{};
-  sockaddr_storage peer{};
+  SocketAddress local{};
+  SocketAddress peer{};
 
   // SocketIdentity::ServicePort is the local port of an accepted socket and
   // the peer port of a connected one: the port that names the service.
@@ -288,7 +290,7 @@ struct SocketState {
 
   // SocketState::CloseBurst records the open burst, if any, and starts anew.
   // Forced inline: with exact histograms the compiler called it out of line
-  // from every read hook: about 7 ns more a write and read (bench/hooks_compare.py).
+  // from every read hook: about 7 ns more a write and read (bench/compare_builds.py).
   [[gnu::always_inline]] void CloseBurst() {
     stats.burst_writes.Record(stats.burst_open_writes.Get());
     stats.burst_bytes.Record(stats.burst_open_bytes.Get());

@@ -116,7 +116,7 @@ TEST(SocketStateTest, ErrnoCountsGrowPastTheInlineSlotsAndMerge) {
 // bench/memory_per_connection.py measures it in RSS): no dense array is
 // allocated for a socket that sees few distinct sizes, times and errnos.
 TEST(SocketStateTest, AConnectionWithFewDistinctValuesCostsUnderTwoKilobytes) {
-  EXPECT_LE(sizeof(SocketState), 1792u);  // the largest jemalloc size class below 2 KiB
+  EXPECT_LE(sizeof(SocketState), 1536u);  // a jemalloc size class: 1.5 KiB
   SocketState s;
   for (uint64_t round = 0; round < 100; ++round) {
     s.OnWrite(WriteApi::kWrite, 512, 0, kScalarWrite, 1000 * round + 1, 40 + round % 3);
@@ -131,6 +131,28 @@ TEST(SocketStateTest, AConnectionWithFewDistinctValuesCostsUnderTwoKilobytes) {
   EXPECT_EQ(st.errors.HeapBytes(), 0u);
   EXPECT_EQ(st.write_size.Percentile(0.5), 512u);
   EXPECT_EQ(st.burst_writes.count(), 100u);
+}
+
+// A busy connection whose turn times spread over tens of buckets grows small
+// tables, not 1 KB chunks: entry and heap stay under 2 KB.
+TEST(SocketStateTest, ABusyConnectionWithSpreadTimesStaysUnderTwoKilobytes) {
+  SocketState s;
+  for (uint64_t round = 0; round < 20; ++round) {
+    // Started that long ago: 20 turn times, one bucket each.
+    const uint64_t start = ReadTicks() - (20000 + round * 977);
+    s.OnWrite(WriteApi::kWrite, 512, 0, kScalarWrite, start, round % 16 == 0 ? 3000 : 0);
+    s.OnRead(ReadApi::kRead, 64, 0, false);
+    s.OnRead(ReadApi::kRead, -1, EAGAIN, false);
+  }
+  const SocketStats& st = s.stats;
+  uint64_t heap = st.errors.HeapBytes() + st.policy_counters.deferred_errors.HeapBytes();
+  for (const Histogram* h : {&st.write_size, &st.write_iovcnt, &st.write_ticks, &st.gap_ticks, &st.burst_writes,
+                             &st.burst_bytes, &st.turn_ticks, &st.sent_to_reply_ticks, &st.read_size}) {
+    heap += h->HeapBytes();
+  }
+  EXPECT_EQ(st.turn_ticks.count(), 20u);
+  EXPECT_GT(heap, 0u);
+  EXPECT_LE(sizeof(SocketState) + heap, 2048u);
 }
 
 }  // namespace

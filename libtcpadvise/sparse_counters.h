@@ -1,19 +1,35 @@
 // SparseCounters: a fixed range of counters of which most instances use a
-// few: a handful of (key, count) pairs inline, and chunks of 128 counters
-// allocated from the private heap only when the pairs run out. The socket
-// statistics keep their histogram buckets and their errno counts in them, so
-// that an open connection costs what it uses, not what it might.
+// few, in three tiers so that an open connection costs what it uses, not what
+// it might. The socket statistics keep their histogram buckets and their
+// errno counts in them.
+//
+//   1. inline: a handful of (key, 64-bit count) pairs inside the object;
+//   2. tables: small open-addressed tables of (key, 32-bit count) from the
+//      private heap, 8 slots, then 16, 32, 64 and 128 (a level is added when
+//      a key finds no free slot within kProbes of its home in the levels
+//      before): 64 B holds 4 to 8 more keys, all five levels (1.7 KB) about
+//      240, at 6 bytes a key plus free slots. Each level keeps a 64-bit
+//      filter of the keys it holds, so that a lookup skips the levels that
+//      cannot hold its key instead of probing them;
+//   3. chunks: 128 dense 64-bit counters (1 KB) per 128 keys, hung on the
+//      last level, allocated only for a key that finds no room in the
+//      tables, or whose 32-bit table count would overflow (it is promoted:
+//      further counts of that key go to its chunk, and a reader sums both).
 //
 // Threads: the thread calling on a socket adds without a lock (Counter
 // semantics); readers (snapshots) may read at the same time. Slots are
-// claimed with a compare-and-swap and chunks published with release stores;
-// chunks are never freed (Reset zeroes them for the entry's next socket), so
-// a racing reader or writer never touches freed memory.
+// claimed with a compare-and-swap and tables and chunks published with
+// release stores; a table grows by chaining a new level, never by copying,
+// and nothing is freed (Reset zeroes it all for the entry's next socket), so a
+// racing reader or writer never touches freed memory and never misses a count
+// that a move would carry.
 #ifndef TCPADVISE_SPARSE_COUNTERS_H_
 #define TCPADVISE_SPARSE_COUNTERS_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "counter.h"
@@ -22,25 +38,30 @@
 namespace tcpadvise {
 
 // SparseCounters<kInline, kKeys> are kKeys counters of which most instances
-// use a few: kInline (key, count) pairs inline, then chunks of 128 counters
-// allocated from the private heap on first use. A count that finds no room
-// (allocation failed, or a signal handler interrupted the private heap:
-// t_in_private_heap) is added to lost() instead: it fails open, never blocks.
+// use a few (tiers above). A count that finds no room (allocation failed, or
+// a signal handler interrupted the private heap: t_in_private_heap) is added
+// to lost() instead: it fails open, never blocks.
 template <int kInline, int kKeys>
 class SparseCounters {
  public:
   static constexpr int kChunkBits = 7;
   static constexpr int kChunkSize = 1 << kChunkBits;
   static constexpr int kChunks = (kKeys + kChunkSize - 1) / kChunkSize;
+  // Table levels: level l has kFirstTableSlots << l slots.
+  static constexpr int kFirstTableBits = 3;
+  static constexpr int kFirstTableSlots = 1 << kFirstTableBits;
+  static constexpr int kTableLevels = 5;
+  static constexpr int kTableSlots = kFirstTableSlots * ((1 << kTableLevels) - 1);
+  // kProbes bounds a key's search in one level (linear probing from its home).
+  static constexpr int kProbes = 8;
   static_assert(kKeys < 0xffff, "a key and its tag fit in 16 bits");
 
   SparseCounters() = default;
   SparseCounters(const SparseCounters&) = delete;
   SparseCounters& operator=(const SparseCounters&) = delete;
 
-  // SparseCounters::Add counts n at key (0 <= key < kKeys). The inline scan
-  // and an allocated chunk are the fast paths; claiming a slot or a chunk is
-  // out of line.
+  // SparseCounters::Add counts n at key (0 <= key < kKeys). The inline scan is
+  // the fast path; the tables and chunks are out of line.
   [[gnu::always_inline]] void Add(int key, uint64_t n) {
     const uint16_t tag = static_cast<uint16_t>(key + 1);
     for (int i = 0; i < kInline; ++i) {
@@ -51,14 +72,7 @@ class SparseCounters {
       }
       if (t == 0) return AddSlow(key, n);
     }
-    // Every slot is taken: a key not among them lives in its chunk.
-    if (const Chunks* chunks = chunks_.load(std::memory_order_acquire)) {
-      if (Counter* chunk = chunks->chunk[key >> kChunkBits].load(std::memory_order_acquire)) {
-        chunk[key & (kChunkSize - 1)].Add(n);
-        return;
-      }
-    }
-    AddSlow(key, n);
+    AddBeyondInline(key, n);
   }
 
   // SparseCounters::Get returns the count at key.
@@ -78,26 +92,89 @@ class SparseCounters {
   // SparseCounters::MergeFrom adds every count of other.
   void MergeFrom(const SparseCounters& other);
 
-  // SparseCounters::Reset zeroes every count; the chunks stay allocated.
+  // SparseCounters::Reset zeroes every count; tables and chunks stay allocated.
   void Reset();
 
-  // SparseCounters::HeapBytes is what this instance allocated.
+  // SparseCounters::HeapBytes is what this instance allocated (as asked of
+  // the heap, before its size classes).
   uint64_t HeapBytes() const;
+
+  // SparseCounters::TableLevels is how many table levels are allocated.
+  int TableLevels() const;
+
+  // SparseCounters::HasChunks tells whether any chunk is allocated.
+  bool HasChunks() const;
 
  private:
   struct Chunks {
     std::atomic<Counter*> chunk[kChunks];
   };
+  // Table is one level's header; its 32-bit counts, then its 16-bit tags
+  // (key + 1; 0 marks a free slot) follow it in the same block.
+  struct Table {
+    union {
+      std::atomic<Table*> next;     // levels before the last
+      std::atomic<Chunks*> chunks;  // the last level: the chunk tier
+    };
+    // filter has bit FilterBit(key) set for each key the level holds.
+    std::atomic<uint64_t> filter;
+  };
 
+  static constexpr int SlotsOf(int level) { return kFirstTableSlots << level; }
+  static constexpr size_t TableBytes(int level) {
+    return sizeof(Table) + static_cast<size_t>(SlotsOf(level)) * (sizeof(uint32_t) + sizeof(uint16_t));
+  }
+  static std::atomic<uint32_t>* CountsOf(Table* t) { return reinterpret_cast<std::atomic<uint32_t>*>(t + 1); }
+  static std::atomic<uint16_t>* TagsOf(Table* t, int level) {
+    return reinterpret_cast<std::atomic<uint16_t>*>(CountsOf(t) + SlotsOf(level));
+  }
+  // Home is key's first slot in level: Fibonacci hashing spreads the runs
+  // of neighbouring keys a histogram uses over the level.
+  static uint32_t Home(int key, int level) {
+    return (static_cast<uint32_t>(key + 1) * 0x9e3779b1u) >> (32 - kFirstTableBits - level);
+  }
+  static int ProbesOf(int level) { return SlotsOf(level) < kProbes ? SlotsOf(level) : kProbes; }
+  // FilterBit hashes key apart from Home, so that neighbours in a level
+  // seldom share a bit.
+  static uint64_t FilterBit(int key) {
+    return uint64_t{1} << ((static_cast<uint32_t>(key + 1) * 0x9e3779b1u >> 20) & 63);
+  }
+  static Table* NextOf(const Table* t, int level) {
+    return level + 1 < kTableLevels ? t->next.load(std::memory_order_acquire) : nullptr;
+  }
+  // AddToTableCount adds n to a 32-bit table count; false (nothing added)
+  // when the sum would overflow it.
+  static bool AddToTableCount(std::atomic<uint32_t>* count, uint64_t n) {
+    const uint64_t sum = count->load(std::memory_order_relaxed) + n;
+    if (sum > UINT32_MAX) return false;
+    count->store(static_cast<uint32_t>(sum), std::memory_order_relaxed);
+    return true;
+  }
+  // LastTable is the last level, nullptr until it is allocated.
+  Table* LastTable() const {
+    Table* t = tables_.load(std::memory_order_acquire);
+    for (int level = 0; t != nullptr && level + 1 < kTableLevels; ++level) t = t->next.load(std::memory_order_acquire);
+    return t;
+  }
+  // ChunksOf is the chunk tier hung on last (the last level), or nullptr.
+  static Chunks* ChunksOf(const Table* last) { return last ? last->chunks.load(std::memory_order_acquire) : nullptr; }
+  // ChunkCounter is key's chunk counter, nullptr when its chunk is absent.
+  static Counter* ChunkCounter(const Chunks* chunks, int key) {
+    Counter* chunk = chunks ? chunks->chunk[key >> kChunkBits].load(std::memory_order_acquire) : nullptr;
+    return chunk ? &chunk[key & (kChunkSize - 1)] : nullptr;
+  }
+
+  [[gnu::noinline]] void AddBeyondInline(int key, uint64_t n);
   [[gnu::noinline]] void AddSlow(int key, uint64_t n);
-  // Slot finds or makes key's counter; nullptr when it would need memory it
-  // may not or cannot allocate.
-  Counter* Slot(int key, bool may_allocate);
   void AddAt(int key, uint64_t n, bool may_allocate);
+  // AddToTables finds or claims key's slot in the tables (adding levels if
+  // may_allocate) and adds n there; false when the key is to be counted in
+  // its chunk: no room, or its count would overflow.
+  bool AddToTables(int key, uint64_t n, bool may_allocate);
 
   std::atomic<uint16_t> tags_[kInline] = {};  // key + 1; 0 marks a free slot
   Counter counts_[kInline];
-  std::atomic<Chunks*> chunks_{nullptr};
+  std::atomic<Table*> tables_{nullptr};  // level 0
   Counter lost_;
 };
 
@@ -120,27 +197,94 @@ inline T* PublishOnce(std::atomic<T*>* slot, size_t bytes, bool may_allocate) {
 }
 
 template <int kInline, int kKeys>
-Counter* SparseCounters<kInline, kKeys>::Slot(int key, bool may_allocate) {
-  for (int i = 0; i < kInline; ++i) {
-    uint16_t tag = tags_[i].load(std::memory_order_acquire);
-    if (tag == 0) {
-      // Claim the free slot; a racing writer may have claimed it first.
-      if (tags_[i].compare_exchange_strong(tag, static_cast<uint16_t>(key + 1), std::memory_order_acq_rel)) {
-        return &counts_[i];
+void SparseCounters<kInline, kKeys>::AddBeyondInline(int key, uint64_t n) {
+  const uint16_t tag = static_cast<uint16_t>(key + 1);
+  const uint64_t bit = FilterBit(key);
+  Table* table = tables_.load(std::memory_order_acquire);
+  for (int level = 0; table != nullptr; ++level) {
+    if (table->filter.load(std::memory_order_relaxed) & bit) {
+      std::atomic<uint16_t>* tags = TagsOf(table, level);
+      const uint32_t mask = static_cast<uint32_t>(SlotsOf(level) - 1);
+      uint32_t slot = Home(key, level);
+      for (int i = 0; i < ProbesOf(level); ++i, slot = (slot + 1) & mask) {
+        const uint16_t t = tags[slot].load(std::memory_order_relaxed);
+        if (t == tag) {
+          if (!AddToTableCount(&CountsOf(table)[slot], n)) AddSlow(key, n);  // promoted to its chunk
+          return;
+        }
+        if (t == 0) break;
       }
     }
-    if (tag == key + 1) return &counts_[i];
+    if (level + 1 == kTableLevels) {
+      // Every level allocated and none holds key: its chunk, if it has one.
+      if (Counter* c = ChunkCounter(ChunksOf(table), key); c != nullptr && c->Get() != 0) {
+        c->Add(n);
+        return;
+      }
+      break;
+    }
+    table = table->next.load(std::memory_order_acquire);
   }
-  Chunks* chunks = PublishOnce(&chunks_, sizeof(Chunks), may_allocate);
-  if (chunks == nullptr) return nullptr;
-  Counter* chunk = PublishOnce(&chunks->chunk[key >> kChunkBits], sizeof(Counter) * kChunkSize, may_allocate);
-  return chunk == nullptr ? nullptr : &chunk[key & (kChunkSize - 1)];
+  AddSlow(key, n);
+}
+
+template <int kInline, int kKeys>
+bool SparseCounters<kInline, kKeys>::AddToTables(int key, uint64_t n, bool may_allocate) {
+  const uint16_t tag = static_cast<uint16_t>(key + 1);
+  std::atomic<Table*>* link = &tables_;
+  for (int level = 0; level < kTableLevels; ++level) {
+    Table* table = PublishOnce(link, TableBytes(level), may_allocate);
+    if (table == nullptr) return false;
+    std::atomic<uint16_t>* tags = TagsOf(table, level);
+    const uint32_t mask = static_cast<uint32_t>(SlotsOf(level) - 1);
+    uint32_t slot = Home(key, level);
+    for (int i = 0; i < ProbesOf(level); ++i, slot = (slot + 1) & mask) {
+      uint16_t t = tags[slot].load(std::memory_order_acquire);
+      // Claim a free slot; a racing writer may have claimed it first, for
+      // this key or another.
+      if (t == 0 && tags[slot].compare_exchange_strong(t, tag, std::memory_order_acq_rel)) {
+        table->filter.fetch_or(FilterBit(key), std::memory_order_relaxed);
+        t = tag;
+      }
+      if (t == tag) return AddToTableCount(&CountsOf(table)[slot], n);
+    }
+    link = &table->next;
+  }
+  return false;
 }
 
 template <int kInline, int kKeys>
 void SparseCounters<kInline, kKeys>::AddAt(int key, uint64_t n, bool may_allocate) {
-  Counter* slot = Slot(key, may_allocate);
-  (slot != nullptr ? *slot : lost_).Add(n);
+  const uint16_t tag = static_cast<uint16_t>(key + 1);
+  for (int i = 0; i < kInline; ++i) {
+    uint16_t t = tags_[i].load(std::memory_order_acquire);
+    // Claim the free slot; a racing writer may have claimed it first.
+    if (t == 0 && tags_[i].compare_exchange_strong(t, tag, std::memory_order_acq_rel)) t = tag;
+    if (t == tag) {
+      counts_[i].Add(n);
+      return;
+    }
+  }
+  // A key counted in its chunk (no room in the tables) stays there.
+  Table* last = LastTable();
+  Counter* c = ChunkCounter(ChunksOf(last), key);
+  if (c != nullptr && c->Get() != 0) {
+    c->Add(n);
+    return;
+  }
+  if (AddToTables(key, n, may_allocate)) return;
+  // No room in the tables, or a table count about to overflow (after 2^32
+  // counts, so the levels it may add are no matter): key's chunk.
+  last = nullptr;
+  std::atomic<Table*>* link = &tables_;
+  for (int level = 0; level < kTableLevels && link != nullptr; ++level) {
+    last = PublishOnce(link, TableBytes(level), may_allocate);
+    link = last != nullptr ? &last->next : nullptr;
+  }
+  Chunks* chunks = last ? PublishOnce(&last->chunks, sizeof(Chunks), may_allocate) : nullptr;
+  Counter* chunk =
+      chunks ? PublishOnce(&chunks->chunk[key >> kChunkBits], sizeof(Counter) * kChunkSize, may_allocate) : nullptr;
+  (chunk != nullptr ? chunk[key & (kChunkSize - 1)] : lost_).Add(n);
 }
 
 template <int kInline, int kKeys>
@@ -150,19 +294,39 @@ void SparseCounters<kInline, kKeys>::AddSlow(int key, uint64_t n) {
 
 template <int kInline, int kKeys>
 uint64_t SparseCounters<kInline, kKeys>::Get(int key) const {
+  const uint16_t tag = static_cast<uint16_t>(key + 1);
   uint64_t n = 0;
   for (int i = 0; i < kInline; ++i) {
-    if (tags_[i].load(std::memory_order_acquire) == key + 1) n += counts_[i].Get();
+    if (tags_[i].load(std::memory_order_acquire) == tag) n += counts_[i].Get();
   }
-  const Chunks* chunks = chunks_.load(std::memory_order_acquire);
-  const Counter* chunk = chunks ? chunks->chunk[key >> kChunkBits].load(std::memory_order_acquire) : nullptr;
-  return chunk ? n + chunk[key & (kChunkSize - 1)].Get() : n;
+  Table* first = tables_.load(std::memory_order_acquire);
+  int level = 0;
+  for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
+    std::atomic<uint16_t>* tags = TagsOf(table, level);
+    const uint32_t mask = static_cast<uint32_t>(SlotsOf(level) - 1);
+    uint32_t slot = Home(key, level);
+    for (int i = 0; i < ProbesOf(level); ++i, slot = (slot + 1) & mask) {
+      if (tags[slot].load(std::memory_order_acquire) == tag) n += CountsOf(table)[slot].load(std::memory_order_relaxed);
+    }
+  }
+  const Counter* c = ChunkCounter(ChunksOf(LastTable()), key);
+  return c ? n + c->Get() : n;
 }
 
 template <int kInline, int kKeys>
 uint64_t SparseCounters<kInline, kKeys>::Total() const {
   uint64_t n = lost_.Get();
-  ForEach([&n](int, uint64_t count) { n += count; });
+  for (int i = 0; i < kInline; ++i) n += counts_[i].Get();
+  Table* first = tables_.load(std::memory_order_acquire);
+  int level = 0;
+  for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
+    for (int i = 0; i < SlotsOf(level); ++i) n += CountsOf(table)[i].load(std::memory_order_relaxed);
+  }
+  const Chunks* chunks = ChunksOf(LastTable());
+  for (int c = 0; chunks != nullptr && c < kChunks; ++c) {
+    const Counter* chunk = chunks->chunk[c].load(std::memory_order_acquire);
+    for (int i = 0; chunk != nullptr && i < kChunkSize; ++i) n += chunk[i].Get();
+  }
   return n;
 }
 
@@ -179,7 +343,16 @@ void SparseCounters<kInline, kKeys>::Reset() {
     tags_[i].store(0, std::memory_order_release);
   }
   lost_.Set(0);
-  Chunks* chunks = chunks_.load(std::memory_order_acquire);
+  Table* first = tables_.load(std::memory_order_acquire);
+  int level = 0;
+  for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
+    table->filter.store(0, std::memory_order_relaxed);
+    for (int i = 0; i < SlotsOf(level); ++i) {
+      CountsOf(table)[i].store(0, std::memory_order_relaxed);
+      TagsOf(table, level)[i].store(0, std::memory_order_release);
+    }
+  }
+  Chunks* chunks = ChunksOf(LastTable());
   for (int c = 0; chunks != nullptr && c < kChunks; ++c) {
     Counter* chunk = chunks->chunk[c].load(std::memory_order_acquire);
     for (int i = 0; chunk != nullptr && i < kChunkSize; ++i) chunk[i].Set(0);
@@ -188,37 +361,73 @@ void SparseCounters<kInline, kKeys>::Reset() {
 
 template <int kInline, int kKeys>
 uint64_t SparseCounters<kInline, kKeys>::HeapBytes() const {
-  const Chunks* chunks = chunks_.load(std::memory_order_acquire);
-  if (chunks == nullptr) return 0;
-  uint64_t bytes = sizeof(Chunks);
+  uint64_t bytes = 0;
+  Table* first = tables_.load(std::memory_order_acquire);
+  int level = 0;
+  for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) bytes += TableBytes(level);
+  const Chunks* chunks = ChunksOf(LastTable());
+  if (chunks == nullptr) return bytes;
+  bytes += sizeof(Chunks);
   for (int c = 0; c < kChunks; ++c) {
     if (chunks->chunk[c].load(std::memory_order_acquire) != nullptr) bytes += sizeof(Counter) * kChunkSize;
   }
   return bytes;
 }
 
+template <int kInline, int kKeys>
+int SparseCounters<kInline, kKeys>::TableLevels() const {
+  int levels = 0;
+  for (Table* t = tables_.load(std::memory_order_acquire); t != nullptr; t = NextOf(t, levels - 1)) ++levels;
+  return levels;
+}
+
+template <int kInline, int kKeys>
+bool SparseCounters<kInline, kKeys>::HasChunks() const {
+  const Chunks* chunks = ChunksOf(LastTable());
+  for (int c = 0; chunks != nullptr && c < kChunks; ++c) {
+    if (chunks->chunk[c].load(std::memory_order_acquire) != nullptr) return true;
+  }
+  return false;
+}
 
 template <int kInline, int kKeys>
 template <typename Fn>
 void SparseCounters<kInline, kKeys>::ForEach(Fn fn) const {
-  // The inline pairs, sorted by key (insertion sort of at most kInline).
-  int keys[kInline];
-  uint64_t counts[kInline];
+  // The inline and table pairs (at most kInline + kTableSlots), sorted by
+  // key; a key lives in one of them, but two racing writers may have put it
+  // in two: one entry, both counts. The chunks are dense, in key order.
+  struct Pair {
+    int key;
+    uint64_t count;
+  };
+  Pair pairs[kInline + kTableSlots];
   int n = 0;
   for (int i = 0; i < kInline; ++i) {
     const uint16_t tag = tags_[i].load(std::memory_order_acquire);
     const uint64_t c = counts_[i].Get();
-    if (tag == 0 || c == 0) continue;
-    int j = n++;
-    for (; j > 0 && keys[j - 1] > tag - 1; --j) {
-      keys[j] = keys[j - 1];
-      counts[j] = counts[j - 1];
+    if (tag != 0 && c != 0) pairs[n++] = {tag - 1, c};
+  }
+  Table* first = tables_.load(std::memory_order_acquire);
+  int level = 0;
+  for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
+    std::atomic<uint16_t>* tags = TagsOf(table, level);
+    for (int i = 0; i < SlotsOf(level); ++i) {
+      const uint16_t tag = tags[i].load(std::memory_order_acquire);
+      const uint64_t c = CountsOf(table)[i].load(std::memory_order_relaxed);
+      if (tag != 0 && c != 0) pairs[n++] = {tag - 1, c};
     }
-    keys[j] = tag - 1;
-    counts[j] = c;
+  }
+  std::sort(pairs, pairs + n, [](const Pair& a, const Pair& b) { return a.key < b.key; });
+  int merged = 0;
+  for (int i = 0; i < n; ++i) {
+    if (merged > 0 && pairs[merged - 1].key == pairs[i].key) {
+      pairs[merged - 1].count += pairs[i].count;
+    } else {
+      pairs[merged++] = pairs[i];
+    }
   }
   int next = 0;
-  const Chunks* chunks = chunks_.load(std::memory_order_acquire);
+  const Chunks* chunks = ChunksOf(LastTable());
   for (int c = 0; chunks != nullptr && c < kChunks; ++c) {
     const Counter* chunk = chunks->chunk[c].load(std::memory_order_acquire);
     if (chunk == nullptr) continue;
@@ -226,17 +435,16 @@ void SparseCounters<kInline, kKeys>::ForEach(Fn fn) const {
       const uint64_t count = chunk[i].Get();
       if (count == 0) continue;
       const int key = (c << kChunkBits) + i;
-      for (; next < n && keys[next] < key; ++next) fn(keys[next], counts[next]);
-      // A key lives inline or in a chunk, never both; a racing writer of two
-      // threads may have put it in both: one entry, both counts.
-      if (next < n && keys[next] == key) {
-        fn(key, count + counts[next++]);
+      for (; next < merged && pairs[next].key < key; ++next) fn(pairs[next].key, pairs[next].count);
+      // A promoted key has counts in its table slot and its chunk.
+      if (next < merged && pairs[next].key == key) {
+        fn(key, count + pairs[next++].count);
       } else {
         fn(key, count);
       }
     }
   }
-  for (; next < n; ++next) fn(keys[next], counts[next]);
+  for (; next < merged; ++next) fn(pairs[next].key, pairs[next].count);
 }
 
 }  // namespace tcpadvise

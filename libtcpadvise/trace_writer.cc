@@ -22,6 +22,7 @@
 #include "real_libc.h"
 #include "runtime.h"
 #include "socket_table.h"
+#include "utf8.h"
 
 namespace tcpadvise {
 namespace {
@@ -61,7 +62,7 @@ void EmitErrnoCounts(JsonWriter* w, const char* key, const ErrnoCounts& slots) {
   w->EndObject();
 }
 
-void EmitEndpoint(JsonWriter* w, const char* key, const sockaddr_storage& a) {
+void EmitEndpoint(JsonWriter* w, const char* key, const SocketAddress& a) {
   char text[INET6_ADDRSTRLEN] = "";
   if (a.ss_family == AF_INET) {
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, text, sizeof(text));
@@ -321,18 +322,38 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->EndObject();
 }
 
-// ProgramName is argv[0]'s basename as it was when the shim started (a
-// server may rewrite argv[0] into a process title later), made safe for a
-// file name.
-void ProgramName(char* out, size_t size) {
-  const char* name = g_runtime.program;
-  if (name == nullptr || name[0] == '\0') name = "unknown";
-  size_t i = 0;
-  for (; name[i] != '\0' && i + 1 < size; ++i) {
-    const char c = name[i];
-    out[i] = (c == '/' || (i == 0 && c == '.')) ? '_' : c;
+// kFileNameProgramBytes bounds the program's part of a trace's file name,
+// so that the temporary name (".<program>.<pid>.<nonce>.json.tmp") stays
+// well within NAME_MAX (255 bytes) whatever argv[0] holds.
+constexpr size_t kFileNameProgramBytes = 64;
+
+// ProgramFileName is the program's name made safe for a file name: ASCII
+// letters, digits, "-_.+@" and valid UTF-8 characters from U+00A0 up as
+// they are, any other byte as '_' (a '/', a leading '.', spaces, control
+// characters, bytes of no valid character), at most kFileNameProgramBytes
+// bytes, cut on a character boundary. The trace's "program" holds the name
+// itself.
+void ProgramFileName(char* out) {
+  const unsigned char* name = reinterpret_cast<const unsigned char*>(g_runtime.program);
+  if (name[0] == '\0') name = reinterpret_cast<const unsigned char*>("unknown");
+  size_t n = 0;
+  while (*name != '\0') {
+    const unsigned char c = *name;
+    size_t length = c >= 0x80 ? Utf8SequenceLength(name, 4) : 1;
+    const bool keep = c >= 0x80 ? length > 1 && !(c == 0xc2 && name[1] < 0xa0)
+                                : (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                      strchr("-_.+@", c) != nullptr;
+    if (!keep) length = 1;
+    if (n + length > kFileNameProgramBytes) break;
+    if (keep && !(n == 0 && c == '.')) {
+      memcpy(out + n, name, length);
+    } else {
+      out[n] = '_';
+    }
+    n += keep ? length : 1;
+    name += length;
   }
-  out[i] = '\0';
+  out[n] = '\0';
 }
 
 // HostName is uname's nodename (the UTS namespace's host name, what
@@ -394,13 +415,11 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   g_table.ForEachGroup([&](SocketState*) { any = true; });
   if (!any) return false;
 
-  char program[256];
-  ProgramName(program, sizeof(program));
   w->BeginObject();
   w->Key("schema");
   w->String("tcpadvise.trace/1");
   w->Key("program");
-  w->String(program);
+  w->String(g_runtime.program[0] != '\0' ? g_runtime.program : "unknown");
   char host[sizeof(utsname::nodename)];
   HostName(host, sizeof(host));
   w->Key("host");
@@ -475,8 +494,8 @@ void WriteTrace(bool final) {
   g_table.Unlock();
   if (final) g_final_written = true;
   if (any && !w.failed()) {
-    char program[256], path[PATH_MAX + 300], temp[PATH_MAX + 300];
-    ProgramName(program, sizeof(program));
+    char program[kFileNameProgramBytes + 1], path[PATH_MAX + 300], temp[PATH_MAX + 300];
+    ProgramFileName(program);
     const char* dir = g_runtime.settings.out_dir;
     snprintf(path, sizeof(path), "%s/%s.%d.json", dir, program, static_cast<int>(getpid()));
     const int fd = CreateTemporary(temp, sizeof(temp), dir, program);

@@ -9,7 +9,8 @@ namespace tcpadvise {
 class JsonWriter;
 
 // WriteTrace writes <out>/<program>.<pid>.json if the process has any TCP
-// socket worth reporting; final marks the exit trace, after which snapshots
+// socket worth reporting (<program>: the name made safe for a file name and
+// cut to 64 bytes; the trace's "program" holds it whole); final marks the exit trace, after which snapshots
 // stop. A failure prints one warning per process and is otherwise ignored.
 void WriteTrace(bool final);
 
