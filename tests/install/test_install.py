@@ -112,8 +112,14 @@ def test_record_report_and_a_policy_from_the_install(installed):
 
     text = installed.tcpadvise("report", "out").stdout
     report = json.loads(installed.tcpadvise("report", "--format", "json", "out").stdout)
-    for output in (text, json.dumps(report), recorded.stderr):
+    metrics = installed.tcpadvise("export", "out").stdout
+    for output in (text, json.dumps(report), metrics, recorded.stderr):
         assert_no_checkout_path(output)
+    # The export counts the client's writes as the report does: 20 rounds of 15 writes.
+    assert 'tcpadvise_writes_total{' in metrics and metrics.rstrip().endswith("# EOF"), metrics[-300:]
+    client_writes = [line for line in metrics.splitlines()
+                     if line.startswith("tcpadvise_writes_total{") and 'role="client"' in line]
+    assert [float(line.rsplit(" ", 1)[1]) for line in client_writes] == [300.0], client_writes
     (finding,) = [item for item in report["findings"] if item["rule"] == "nagle-delayed-ack"]
     # What the finding cites is shipped with the package: it exists, inside the venv.
     assert len(finding["source"]["seeds"]) == 2
