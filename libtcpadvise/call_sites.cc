@@ -1,8 +1,11 @@
 #include "call_sites.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,14 +16,17 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "errno_saver.h"
 #include "json_writer.h"
 #include "raw_log.h"
 #include "socket_state.h"
+#include "user_memory.h"
 
 namespace tcpadvise {
 
 uint64_t g_call_site_first = 0;
 uint64_t g_call_site_threshold = 0;
+__thread bool t_unwinding = false;
 
 namespace {
 
@@ -101,9 +107,34 @@ struct Unwinder {
 };
 Unwinder g_unw;
 
+// InsideLibunwind marks this thread as inside libunwind for its scope
+// (t_unwinding), with every signal blocked but those a fault raises, so
+// that a signal handler's own read is never taken for libunwind's.
+class InsideLibunwind {
+ public:
+  InsideLibunwind() {
+    sigset_t block;
+    sigfillset(&block);
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&block, sig);
+    pthread_sigmask(SIG_BLOCK, &block, &old_);
+    t_unwinding = true;
+  }
+  ~InsideLibunwind() {
+    t_unwinding = false;
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  InsideLibunwind(const InsideLibunwind&) = delete;
+  InsideLibunwind& operator=(const InsideLibunwind&) = delete;
+
+ private:
+  ErrnoSaver errno_saver_;
+  sigset_t old_;
+};
+
 // StepUnwind fills frames with the return addresses of its caller's stack,
 // the caller's own first, as unw_backtrace does.
 int StepUnwind(void** frames, int max) {
+  InsideLibunwind inside;
   unw_context_t context;
   unw_cursor_t cursor;
   if (g_unw.getcontext(&context) != 0 || g_unw.init_local(&cursor, &context) != 0) return 0;
@@ -290,6 +321,26 @@ void EmitPair(JsonWriter* w, const PairSlot& p) {
 
 }  // namespace
 
+ssize_t UnwinderRead() {
+  errno = EAGAIN;
+  return -1;
+}
+
+long UnwinderWrite(const void* addr, size_t n) {
+  char byte;
+  if (n == 0) return 0;
+  if (!CopyFromApp(&byte, addr, 1)) {
+    errno = EFAULT;
+    return -1;
+  }
+  return 1;
+}
+
+int UnwinderPipe() {
+  errno = EMFILE;
+  return -1;
+}
+
 CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, const char* every, const char** warning) {
   CallSiteSettings s;
   if (mode != nullptr && mode[0] != '\0') {
@@ -300,7 +351,7 @@ CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, cons
     } else if (strcmp(mode, "all") == 0) {
       s.mode = CallSiteMode::kAll;
     } else {
-      *warning = "TCPADVISE_CALL_SITES must be off, sample or all; using off";
+      *warning = "TCPADVISE_CALL_SITES must be off, sample or all; using sample";
     }
   }
   if (first != nullptr && first[0] != '\0' && !ParseCount(first, 1u << 20, &s.first)) {
@@ -363,7 +414,10 @@ void CallSitesStart() {
   using SetCachingPolicy = int (*)(unw_addr_space_t, unw_caching_policy_t);
   auto set_caching_policy = reinterpret_cast<SetCachingPolicy>(dlsym(handle, "_ULx86_64_set_caching_policy"));
   auto* local_space = static_cast<unw_addr_space_t*>(dlsym(handle, "_ULx86_64_local_addr_space"));
-  if (set_caching_policy != nullptr && local_space != nullptr) set_caching_policy(*local_space, UNW_CACHE_PER_THREAD);
+  if (set_caching_policy != nullptr && local_space != nullptr) {
+    InsideLibunwind inside;  // its set-up (the pipe) runs here
+    set_caching_policy(*local_space, UNW_CACHE_PER_THREAD);
+  }
   dl_iterate_phdr(FindSelf, nullptr);
   // One unwind now, while the process has one thread: libunwind sets itself
   // up lazily on first use (its signal mask, its caches), racing otherwise.

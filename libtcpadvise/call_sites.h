@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 namespace tcpadvise {
 
@@ -28,19 +29,33 @@ enum class CallSiteMode : uint8_t { kOff, kSample, kAll };
 // CallSiteSettings come from TCPADVISE_CALL_SITES (off, sample, all),
 // TCPADVISE_CALL_SITES_FIRST (writes always sampled per socket) and
 // TCPADVISE_CALL_SITES_EVERY (then one write in this many, a power of two).
-//
-// Off unless asked for: libunwind checks frames it walks by the chain of
-// frame pointers by reading and writing one byte through a pipe of its own,
-// with read and write; a program that closed every fd (closefrom) can have
-// those numbers reused for its sockets, and then libunwind's byte goes to
-// the socket (seen as a hang in a program that closes every fd).
 struct CallSiteSettings {
-  CallSiteMode mode = CallSiteMode::kOff;
+  CallSiteMode mode = CallSiteMode::kSample;
   // A sampled write costs about 8 us (libunwind's unw_step, 10 frames):
   // 4 per connection and one in 256 keep that near 1% of a loopback RPC.
   uint64_t first = 4;
   uint64_t every = 256;
 };
+
+// t_unwinding is set while this thread is inside libunwind, with signals
+// blocked so that nothing else runs on it. libunwind 1.6.2 checks each
+// address it reads along a chain of frame pointers by writing one byte from
+// it into a pipe of its own (pipe2 once, then read and syscall(SYS_write)
+// per check); a program that closes every fd (closefrom) gets those numbers
+// back for its own files and sockets. The hooks answer these calls while
+// the flag is set without touching any fd: pipe2 fails (EMFILE), so
+// libunwind has no pipe; read finds it empty (EAGAIN); write tells whether
+// the byte is readable (process_vm_readv), as the kernel would.
+extern __thread bool t_unwinding;
+
+// Unwinding is the hooks' test.
+[[gnu::always_inline]] inline bool Unwinding() { return __builtin_expect(t_unwinding, 0); }
+
+// UnwinderRead, UnwinderWrite and UnwinderPipe answer libunwind's read,
+// write and pipe2 (-1 with errno, or 1 for a readable byte).
+ssize_t UnwinderRead();
+long UnwinderWrite(const void* addr, size_t n);
+int UnwinderPipe();
 
 // ParseCallSiteSettings reads the environment's values (nullptr when unset);
 // a bad value keeps its default and sets *warning.

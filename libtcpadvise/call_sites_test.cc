@@ -49,7 +49,7 @@ TEST(CallSiteSettingsTest, ParsesAndRejects) {
   EXPECT_EQ(s.every, 128u);
   s = ParseCallSiteSettings("most", "-1", "100", &warning);
   EXPECT_NE(warning, nullptr);
-  EXPECT_EQ(s.mode, CallSiteMode::kOff);
+  EXPECT_EQ(s.mode, CallSiteMode::kSample);
   EXPECT_EQ(s.first, 4u);
   EXPECT_EQ(s.every, 256u);
 }
