@@ -17,6 +17,7 @@
 #include <libunwind.h>
 
 #include "errno_saver.h"
+#include "histogram.h"
 #include "json_writer.h"
 #include "raw_log.h"
 #include "socket_state.h"
@@ -38,8 +39,22 @@ constexpr uint32_t kStackSlots = kMaxStacks * 2;
 constexpr uint32_t kMaxPairs = 2048;
 constexpr uint32_t kPairSlots = kMaxPairs * 2;
 
+// kSizeBuckets: distinct write-size buckets (histogram.h's) a stack keeps;
+// sizes in other buckets are counted as unbucketed (count, sum, min and max
+// stay exact). A call site writes a few sizes, mostly one.
+constexpr int kSizeBuckets = 8;
+
+// SizeBucket is one bucket of a stack's write sizes; key is the bucket's
+// index + 1 (0: free), claimed with compare-and-swap.
+struct SizeBucket {
+  std::atomic<uint32_t> key;
+  std::atomic<uint64_t> count;
+};
+
 // StackSlot is one distinct stack; key 0 is a free slot. The frames are
 // written once by the thread that claims the slot, then ready is set.
+// last counts sampled writes known to have ended their burst (the next
+// write on the socket opened one), alone those that were first too.
 struct StackSlot {
   std::atomic<uint64_t> key;
   std::atomic<uint32_t> ready;
@@ -48,7 +63,25 @@ struct StackSlot {
   std::atomic<uint64_t> writes;
   std::atomic<uint64_t> bytes;
   std::atomic<uint64_t> first;
+  std::atomic<uint64_t> last;
+  std::atomic<uint64_t> alone;
+  std::atomic<uint64_t> min_inverted;  // ~min, so that 0 is empty
+  std::atomic<uint64_t> max;
+  std::atomic<uint64_t> unbucketed;
+  SizeBucket sizes[kSizeBuckets];
 };
+
+// LastSample is a socket's last sampled write: its number on the socket
+// (write_calls), its stack and whether it opened its burst. Placed by the
+// hash of the cookie, a newer socket's replaces it; read when the socket's
+// next write opens a burst (CallSiteBurstEnded).
+constexpr uint32_t kLastSlots = 1024;
+struct LastSample {
+  std::atomic<uint64_t> cookie;
+  std::atomic<uint64_t> write;  // write number << 1 | opened its burst
+  std::atomic<uint32_t> stack;
+};
+LastSample g_last[kLastSlots];
 
 // PairSlot counts one stack's writes on one socket, placed by the hash of
 // the cookie alone: a socket's pairs sit in one run before a free slot.
@@ -174,6 +207,26 @@ int ClaimStack(uint64_t key, const uintptr_t* frames, int depth) {
     if (seen == key) return static_cast<int>((key + i) % kStackSlots);
   }
   return -1;
+}
+
+// RecordSize counts one write of bytes in the stack's sizes.
+void RecordSize(StackSlot& s, uint64_t bytes) {
+  for (uint64_t seen = s.min_inverted.load(std::memory_order_relaxed); ~bytes > seen;) {
+    if (s.min_inverted.compare_exchange_weak(seen, ~bytes, std::memory_order_relaxed)) break;
+  }
+  for (uint64_t seen = s.max.load(std::memory_order_relaxed); bytes > seen;) {
+    if (s.max.compare_exchange_weak(seen, bytes, std::memory_order_relaxed)) break;
+  }
+  const uint32_t key = static_cast<uint32_t>(HistogramBucketOf(bytes)) + 1;
+  for (SizeBucket& b : s.sizes) {
+    uint32_t seen = b.key.load(std::memory_order_acquire);
+    if (seen == 0 && b.key.compare_exchange_strong(seen, key, std::memory_order_acq_rel)) seen = key;
+    if (seen == key) {
+      b.count.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  s.unbucketed.fetch_add(1, std::memory_order_relaxed);
 }
 
 // ClaimPair finds or adds the (cookie, stack) pair; nullptr when full.
@@ -308,6 +361,58 @@ void EmitCounts(JsonWriter* w, uint64_t writes, uint64_t bytes, uint64_t first) 
   w->Uint(first);
 }
 
+// EmitSizes writes the stack's write sizes as a trace histogram (the
+// indexed encoding of EmitHistogram, histogram.h), sizes in buckets it did
+// not keep as unbucketed.
+void EmitSizes(JsonWriter* w, const StackSlot& s) {
+  uint64_t keys[kSizeBuckets], counts[kSizeBuckets];
+  int n = 0;
+  uint64_t count = s.unbucketed.load(std::memory_order_relaxed);
+  for (const SizeBucket& b : s.sizes) {
+    const uint32_t key = b.key.load(std::memory_order_acquire);
+    const uint64_t c = b.count.load(std::memory_order_relaxed);
+    if (key == 0 || c == 0) continue;
+    int at = n++;
+    for (; at > 0 && keys[at - 1] > key - 1; --at) {
+      keys[at] = keys[at - 1];
+      counts[at] = counts[at - 1];
+    }
+    keys[at] = key - 1;
+    counts[at] = c;
+    count += c;
+  }
+  w->Key("sizes");
+  w->BeginObject();
+  w->Key("unit");
+  w->String("bytes");
+  w->Key("count");
+  w->Uint(count);
+  w->Key("sum");
+  w->Uint(s.bytes.load(std::memory_order_relaxed));
+  w->Key("min");
+  w->Uint(count == 0 ? 0 : ~s.min_inverted.load(std::memory_order_relaxed));
+  w->Key("max");
+  w->Uint(s.max.load(std::memory_order_relaxed));
+  w->Key("sub_buckets");
+  w->Uint(kHistogramSubBuckets);
+  w->Key("scale");
+  w->Double(1.0);
+  if (s.unbucketed.load(std::memory_order_relaxed) != 0) {
+    w->Key("unbucketed");
+    w->Uint(s.unbucketed.load(std::memory_order_relaxed));
+  }
+  w->Key("buckets");
+  w->BeginArray();
+  for (int i = 0; i < n; ++i) {
+    w->BeginArray();
+    w->Uint(keys[i]);
+    w->Uint(counts[i]);
+    w->EndArray();
+  }
+  w->EndArray();
+  w->EndObject();
+}
+
 void EmitPair(JsonWriter* w, const PairSlot& p) {
   const int32_t index = g_stack_index[p.stack.load(std::memory_order_relaxed) % kStackSlots];
   if (index < 0) return;
@@ -426,7 +531,7 @@ void CallSitesStart() {
   CallSitesConfigure(settings, unwind);
 }
 
-void SampleCallSite(uint64_t cookie, uint64_t bytes, bool first) {
+void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first) {
   const UnwindFn unwind = g_unwind;
   if (unwind == nullptr) return;
   g_sampled.fetch_add(1, std::memory_order_relaxed);
@@ -458,6 +563,11 @@ void SampleCallSite(uint64_t cookie, uint64_t bytes, bool first) {
   s.writes.fetch_add(1, std::memory_order_relaxed);
   s.bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (first) s.first.fetch_add(1, std::memory_order_relaxed);
+  RecordSize(s, bytes);
+  LastSample& last = g_last[Mix(cookie) % kLastSlots];
+  last.cookie.store(cookie, std::memory_order_relaxed);
+  last.stack.store(static_cast<uint32_t>(stack), std::memory_order_relaxed);
+  last.write.store(write << 1 | (first ? 1 : 0), std::memory_order_release);
   PairSlot* p = ClaimPair(cookie, static_cast<uint32_t>(stack));
   if (p == nullptr) {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
@@ -466,6 +576,15 @@ void SampleCallSite(uint64_t cookie, uint64_t bytes, bool first) {
   p->writes.fetch_add(1, std::memory_order_relaxed);
   p->bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (first) p->first.fetch_add(1, std::memory_order_relaxed);
+}
+
+void CallSiteBurstEnded(uint64_t cookie, uint64_t write) {
+  LastSample& last = g_last[Mix(cookie) % kLastSlots];
+  const uint64_t seen = last.write.load(std::memory_order_acquire);
+  if (seen >> 1 != write || last.cookie.load(std::memory_order_relaxed) != cookie) return;
+  StackSlot& s = g_stacks[last.stack.load(std::memory_order_relaxed) % kStackSlots];
+  s.last.fetch_add(1, std::memory_order_relaxed);
+  if ((seen & 1) != 0) s.alone.fetch_add(1, std::memory_order_relaxed);
 }
 
 void CallSitesFold(uint64_t cookie, const SocketState* group) {
@@ -530,7 +649,7 @@ void EmitCallSites(JsonWriter* w) {
   w->Key("max_stacks");
   w->Uint(kMaxStacks);
   w->Key("memory_bytes");
-  w->Uint(sizeof(g_stacks) + sizeof(g_pairs));
+  w->Uint(sizeof(g_stacks) + sizeof(g_pairs) + sizeof(g_last));
   w->Key("modules");
   w->BeginArray();
   int32_t next = 0;
@@ -572,6 +691,11 @@ void EmitCallSites(JsonWriter* w) {
     w->EndArray();
     EmitCounts(w, s.writes.load(std::memory_order_relaxed), s.bytes.load(std::memory_order_relaxed),
                s.first.load(std::memory_order_relaxed));
+    w->Key("last_of_burst");
+    w->Uint(s.last.load(std::memory_order_relaxed));
+    w->Key("alone_in_burst");
+    w->Uint(s.alone.load(std::memory_order_relaxed));
+    EmitSizes(w, s);
     w->EndObject();
   }
   w->EndArray();
@@ -614,6 +738,19 @@ void CallSitesResetForTest() {
     s.writes.store(0);
     s.bytes.store(0);
     s.first.store(0);
+    s.last.store(0);
+    s.alone.store(0);
+    s.min_inverted.store(0);
+    s.max.store(0);
+    s.unbucketed.store(0);
+    for (SizeBucket& b : s.sizes) {
+      b.key.store(0);
+      b.count.store(0);
+    }
+  }
+  for (LastSample& l : g_last) {
+    l.cookie.store(0);
+    l.write.store(0);
   }
   for (PairSlot& p : g_pairs) {
     p.key.store(0);

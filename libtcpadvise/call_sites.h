@@ -86,9 +86,14 @@ void CallSitesStart();
 using UnwindFn = int (*)(void** frames, int max);
 void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind);
 
-// SampleCallSite records the stack of the calling write on the socket with
-// cookie; bytes were written; first tells the write opened a burst.
-[[gnu::noinline]] void SampleCallSite(uint64_t cookie, uint64_t bytes, bool first);
+// SampleCallSite records the stack of the calling write, the socket's
+// write-th, on the socket with cookie; bytes were written; first tells the
+// write opened a burst.
+[[gnu::noinline]] void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first);
+
+// CallSiteBurstEnded tells that the socket's write-th write (a sampled one:
+// CallSiteDue(write)) was the last of its burst: the next one opened a burst.
+[[gnu::noinline]] void CallSiteBurstEnded(uint64_t cookie, uint64_t write);
 
 // CallSitesFold moves a closed socket's counts to the group it is folded
 // into (group: that group's entry, which lives as long as the process).

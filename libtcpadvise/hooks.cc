@@ -45,8 +45,12 @@ template <typename Count, typename Call>
     count = iovcnt;
   }
   s->OnWrite(api, result, result < 0 ? errno : 0, count, start, syscall_ticks);
-  if (CallSiteDue(s->stats.write_calls.Get()) && result > 0) {
-    SampleCallSite(s->id.cookie, static_cast<uint64_t>(result), s->stats.burst_open_writes.Get() == 1);
+  if (result > 0) {
+    const uint64_t write = s->stats.write_calls.Get();
+    const bool opened = s->stats.burst_open_writes.Get() == 1;
+    // The previous write ended its burst if this one opened one.
+    if (opened && write > 1 && CallSiteDue(write - 1)) CallSiteBurstEnded(s->id.cookie, write - 1);
+    if (CallSiteDue(write)) SampleCallSite(s->id.cookie, write, static_cast<uint64_t>(result), opened);
   }
   MaybeSnapshot(start);
   return result;

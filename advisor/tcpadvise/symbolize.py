@@ -17,6 +17,8 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import NoteSection, SymbolTableSection
 
+from .hist import ranges
+
 # Modules whose frames are never the one a finding names: libc and the loader, the sanitizer
 # runtimes, and the shim itself (the program's code is what calls them).
 _RUNTIME_PREFIXES = ("libc.so", "libc-", "libpthread", "ld-linux", "libasan", "libtsan", "libubsan", "libtcpadvise")
@@ -226,9 +228,35 @@ def socket_call_sites(trace: dict, socket: dict, symbolizer: Symbolizer) -> list
             "bytes": round(entry["bytes"] * scale),
             "sampled_writes": entry["writes"],
             "first_of_burst": entry["first_of_burst"],
+            **stack_shape(stacks[entry["stack"]]),
             "stack": frames,
         })
     return sorted(sites, key=lambda site: -site["writes"])
+
+
+def stack_shape(stack: dict) -> dict:
+    """What a stack's sampled writes look like, over the whole process: `sizes`, its write-size
+    histogram (trace encoding), and `burst_position`, the share of them that were first, middle,
+    last or alone in their burst (null for traces without it)."""
+    writes = stack.get("writes", 0)
+    if "last_of_burst" not in stack or not writes:
+        return {"sizes": stack.get("sizes"), "burst_position": None}
+    first, last, alone = stack["first_of_burst"] - stack["alone_in_burst"], stack["last_of_burst"] - stack["alone_in_burst"], stack["alone_in_burst"]
+    middle = max(writes - first - last - alone, 0)
+    position = {"first": first, "middle": middle, "last": last, "alone": alone}
+    return {"sizes": stack.get("sizes"), "burst_position": {k: round(v / writes, 3) for k, v in position.items()}}
+
+
+def size_words(sizes: dict | None, limit: int = 3) -> str:
+    """`4 and 8 B`: the sizes a site writes, most frequent first (a bucket's low edge above 255 B)."""
+    if not sizes or not sizes.get("count"):
+        return ""
+    buckets = sorted(ranges(sizes), key=lambda bucket: -bucket[2])
+    values = sorted(int(low) for low, _, _ in buckets[:limit])
+    if sizes.get("unbucketed") or len(buckets) > limit:
+        return f"{int(sizes['min'])} to {int(sizes['max'])} B"
+    words = [str(v) for v in values]
+    return (" and ".join(words) if len(words) <= 2 else ", ".join(words[:-1]) + " and " + words[-1]) + " B"
 
 
 def _build_id_of(modules: list[dict], raw: list, frames: list[dict], named: dict) -> str | None:
@@ -271,8 +299,15 @@ def call_sites_sentence(sites: list[dict], limit: int = 3) -> str:
 
 
 def call_site_line(site: dict) -> str:
-    """One site for the text report: where, how many writes of what mean size, how many opened a burst."""
+    """One site for the text report: where, how many writes of which sizes, where in their burst."""
     mean = site["bytes"] / site["writes"] if site["writes"] else 0
-    first = site["first_of_burst"] / site["sampled_writes"] if site["sampled_writes"] else 0
-    position = "first of burst" if first >= 0.9 else "later in burst" if first <= 0.1 else f"{first:.0%} first of burst"
-    return f"{site_text(site)}: {site['writes']} writes, {mean:.0f} B mean, {position}"
+    sizes = size_words(site.get("sizes")) or f"{mean:.0f} B mean"
+    shares = site.get("burst_position")
+    if shares:
+        word, share = max(shares.items(), key=lambda item: item[1])
+        names = {"first": "first of burst", "middle": "mid-burst", "last": "last of burst", "alone": "alone in its burst"}
+        position = names[word] if share >= 0.9 else ", ".join(f"{v:.0%} {names[k]}" for k, v in shares.items() if v)
+    else:
+        first = site["first_of_burst"] / site["sampled_writes"] if site["sampled_writes"] else 0
+        position = "first of burst" if first >= 0.9 else "later in burst" if first <= 0.1 else f"{first:.0%} first of burst"
+    return f"{site_text(site)}: {site['writes']} writes of {sizes}, {position}"
