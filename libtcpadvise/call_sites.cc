@@ -655,6 +655,8 @@ void EmitCallSites(JsonWriter* w) {
   w->Uint(kMaxStacks);
   w->Key("memory_bytes");
   w->Uint(sizeof(g_stacks) + sizeof(g_pairs) + sizeof(g_last));
+  w->Key("stack_bytes");
+  w->Uint(sizeof(StackSlot));
   w->Key("modules");
   w->BeginArray();
   int32_t next = 0;
