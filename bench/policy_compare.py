@@ -29,7 +29,7 @@ import statistics
 import subprocess
 import tempfile
 
-from tcpadvise.bench_netns import veth_pair  # the advisor package: make deps installs it
+from tcpadvise.bench.netns import veth_pair  # the advisor package: make deps installs it
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 ARMS = {

@@ -19,7 +19,7 @@ namespace tcpadvise {
 class JsonWriter;
 
 // kAssignment names the draw's definition in the trace ("assignment"), so
-// that a reader recomputes draws the same way (advisor/tcpadvise/ab.py).
+// that a reader recomputes draws the same way (advisor/tcpadvise/ab/experiment.py).
 constexpr const char* kAssignment = "splitmix64-4tuple/1";
 
 // ArmDrawnFor is the arm the connection between local and peer draws:

@@ -31,7 +31,7 @@ ExperimentConfig Arms(uint64_t seed, std::initializer_list<double> weights) {
   return e;
 }
 
-// The draws advisor/tcpadvise/ab.py's drawn_arm computes for the same
+// The draws advisor/tcpadvise/ab/experiment.py's drawn_arm computes for the same
 // connections (8 equal arms): the report recomputes every row's draw.
 TEST(ExperimentTest, DrawsMatchTheReportsDefinition) {
   struct Case {

@@ -14,8 +14,8 @@ import time
 import jsonschema
 from click.testing import CliRunner
 
-from tcpadvise import hist as histograms
-from tcpadvise.cli import cli
+from tcpadvise.model import hist as histograms
+from tcpadvise.cli.main import cli
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("TCPADVISE_BUILD", REPO / "build")).resolve()  # tests run programs in other directories

@@ -54,7 +54,7 @@ std::string ReadToEnd(int fd);
 
 // Histograms are the shim's own (libtcpadvise/histogram.h), written in the
 // trace's form by its EmitHistogram, so the advisor reads both with one
-// module (tcpadvise/hist.py).
+// module (tcpadvise/model/hist.py).
 using BytesHistogram = tcpadvise::BytesHistogram;
 using NsHistogram = tcpadvise::TicksHistogram;
 using tcpadvise::EmitHistogram;

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tcpadvise import schemas
-from tcpadvise.ab import AB_REPORT_SCHEMA, drawn_arm, experiment_config, parse_arms
+from tcpadvise.ab.experiment import AB_REPORT_SCHEMA, drawn_arm, experiment_config, parse_arms
 from testlib import REPO, assert_no_sanitizer_report, invoke, load_traces, prog, run, shim_env, wait_for
 
 POOL = REPO / "tests" / "ab" / "pool_client.py"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tcpadvise import hist
+from tcpadvise.model import hist
 
 REPO = Path(__file__).resolve().parents[2]
 BUILT_SHIM = REPO / "build" / "preload" / "libtcpadvise.so"

@@ -9,11 +9,11 @@ import pytest
 from scipy import stats
 
 from tcpadvise import schemas
-from tcpadvise.ab import (AB_REPORT_SCHEMA, MIN_CONNECTIONS, build_ab_report, drawn_arm, experiment_config, half_width, parse_arms,
+from tcpadvise.ab.experiment import (AB_REPORT_SCHEMA, MIN_CONNECTIONS, build_ab_report, drawn_arm, experiment_config, half_width, parse_arms,
                           sequential)
 from tcpadvise.errors import BadInputError
-from tcpadvise.policy import check_config
-from tcpadvise.traces import Inputs, Trace
+from tcpadvise.policy.config import check_config
+from tcpadvise.trace.reader import Inputs, Trace
 from testlib import invoke, shim_path
 
 FIELDS = ["arm", "drawn", "live", "turns", "turn_p50_ns", "turn_mean_ns", "sent_to_reply_mean_ns", "bytes",

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tcpadvise.elfinfo import (
+from tcpadvise.symbols.elfinfo import (
     BinaryInfo,
     ElfFormatError,
     blind_spot,

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tcpadvise import hist
+from tcpadvise.model import hist
 
 from .conftest import make_hist, make_ranged_hist
 

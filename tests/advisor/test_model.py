@@ -10,13 +10,14 @@ from rich.console import Console
 from testlib import invoke
 
 from tcpadvise import schemas
-from tcpadvise.advice import advise
+from tcpadvise.rules.advice import advise
 from tcpadvise.errors import NotATraceError, NoTracesError
-from tcpadvise.record import record
-from tcpadvise.render import render_json, render_text
-from tcpadvise.report import REPORT_SCHEMA, build_report
-from tcpadvise.rulebook import load_rulebook
-from tcpadvise.traces import load_inputs
+from tcpadvise.record.record import record
+from tcpadvise.render.json import render_json
+from tcpadvise.render.text import render_text
+from tcpadvise.model.report import REPORT_SCHEMA, build_report
+from tcpadvise.rules.rulebook import load_rulebook
+from tcpadvise.trace.reader import load_inputs
 from tcpadvise.units import format_value
 
 from .conftest import make_hist, make_socket, make_trace, write_json, write_trace

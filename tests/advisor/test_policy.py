@@ -5,7 +5,7 @@ import json
 import pytest
 
 from tcpadvise.errors import ConfigError
-from tcpadvise.policy import BUILTIN_POLICIES, builtin_config, check_config, resolve_policy
+from tcpadvise.policy.config import BUILTIN_POLICIES, builtin_config, check_config, resolve_policy
 from testlib import invoke, shim_path
 
 pytestmark = pytest.mark.skipif(not shim_path().exists(), reason="needs the built shim and its config checker")

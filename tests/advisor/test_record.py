@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tcpadvise.errors import CommandNotFoundError, ShimNotFoundError
-from tcpadvise.record import exit_status, record, shim_environment, summary_line
-from tcpadvise.report import build_report
-from tcpadvise.traces import Manifest, load_file, load_inputs
+from tcpadvise.record.record import exit_status, record, shim_environment, summary_line
+from tcpadvise.model.report import build_report
+from tcpadvise.trace.reader import Manifest, load_file, load_inputs
 from testlib import shim_path
 
 from .conftest import make_socket, make_trace, write_trace

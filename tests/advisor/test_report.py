@@ -6,9 +6,10 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from tcpadvise.render import render_json, render_text
-from tcpadvise.report import REPORT_SCHEMA, build_report
-from tcpadvise.traces import load_inputs
+from tcpadvise.render.json import render_json
+from tcpadvise.render.text import render_text
+from tcpadvise.model.report import REPORT_SCHEMA, build_report
+from tcpadvise.trace.reader import load_inputs
 
 from .conftest import make_hist, make_manifest, make_socket, make_trace, write_json, write_trace
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from tcpadvise.errors import ShimNotFoundError
-from tcpadvise.shim import SHIM_ENV, find_shim, shim_locations
+from tcpadvise.record.shim import SHIM_ENV, find_shim, shim_locations
 
 from .conftest import BUILT_SHIM
 

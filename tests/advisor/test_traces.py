@@ -9,7 +9,7 @@ from tcpadvise.errors import (
     NoTracesError,
     UnknownSchemaError,
 )
-from tcpadvise.traces import Manifest, Trace, load_file, load_inputs
+from tcpadvise.trace.reader import Manifest, Trace, load_file, load_inputs
 
 from .conftest import make_manifest, make_socket, make_trace, write_json, write_trace
 

@@ -7,10 +7,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tcpadvise import bench_netns, schemas
-from tcpadvise.bench import find_loadgen
-from tcpadvise.calibration import load_calibration
+from tcpadvise import schemas
+from tcpadvise.bench import netns as bench_netns
+from tcpadvise.bench.run import find_loadgen
 from tcpadvise.errors import LoadgenNotFoundError
+from tcpadvise.rules.calibration import load_calibration
 from testlib import assert_one_line_error, invoke, shim_path, wait_for
 
 from .conftest import LOADGEN, TINY

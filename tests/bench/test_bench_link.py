@@ -6,7 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tcpadvise import bench, bench_netns
+from tcpadvise.bench import netns as bench_netns
+from tcpadvise.bench import run as bench
 from testlib import invoke
 
 from .conftest import TINY

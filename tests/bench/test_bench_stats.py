@@ -1,13 +1,13 @@
 """The statistics and the TCP arithmetic of tcpadvise bench, on known numbers."""
 
 import pytest
-from tcpadvise.bench_stats import (
+from tcpadvise.bench.stats import (
     after_warmup,
     interval_rates_mbit_s,
     segment_penalties,
     summarize,
 )
-from tcpadvise.bench_suites import Pingpong, Settings, tail_waits_for_delayed_ack
+from tcpadvise.bench.suites import Pingpong, Settings, tail_waits_for_delayed_ack
 
 
 def test_warmup_rounds_are_dropped():

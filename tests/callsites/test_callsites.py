@@ -13,7 +13,7 @@ import threading
 import pytest
 from testlib import invoke, load_traces, run, shim_env
 
-from tcpadvise.symbolize import Symbolizer
+from tcpadvise.symbols.symbolize import Symbolizer
 
 HERE = pathlib.Path(__file__).resolve().parent
 # Each request is 40 bytes (an 8-byte header and a 32-byte body) answered by

@@ -5,7 +5,12 @@ Production shapes (pools, one connection per process, hosts) are in tests/ab."""
 import json
 
 from tcpadvise import schemas
-from tcpadvise.ab import AB_REPORT_SCHEMA, drawn_arm, experiment_config, parse_arms
+from tcpadvise.ab.experiment import (
+    AB_REPORT_SCHEMA,
+    drawn_arm,
+    experiment_config,
+    parse_arms,
+)
 from testlib import client_json, invoke, load_traces, prog, run, shim_env
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tcpadvise.record import record
+from tcpadvise.record.record import record
 from testlib import load_traces, shim_env, shim_path
 
 PLANTER = r"""

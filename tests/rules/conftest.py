@@ -8,12 +8,12 @@ import pytest
 from testlib import invoke, shim_path  # noqa: F401 (the tests import invoke from here)
 
 from tcpadvise import schemas
-from tcpadvise.advice import advise
-from tcpadvise.calibration import load_calibration
-from tcpadvise.render import render_json
-from tcpadvise.report import Report, build_report
-from tcpadvise.rulebook import load_rulebook
-from tcpadvise.traces import load_inputs
+from tcpadvise.rules.advice import advise
+from tcpadvise.rules.calibration import load_calibration
+from tcpadvise.render.json import render_json
+from tcpadvise.model.report import Report, build_report
+from tcpadvise.rules.rulebook import load_rulebook
+from tcpadvise.trace.reader import load_inputs
 
 from .corpus import CORPUS
 

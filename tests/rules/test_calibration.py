@@ -6,8 +6,8 @@ import json
 import pytest
 
 from tcpadvise import schemas
-from tcpadvise.calibration import CALIBRATION_SCHEMA, measurement_fields
-from tcpadvise.rulebook import load_rulebook
+from tcpadvise.rules.calibration import CALIBRATION_SCHEMA, measurement_fields
+from tcpadvise.rules.rulebook import load_rulebook
 
 from .conftest import advised, invoke
 

@@ -4,7 +4,7 @@ else above info; healthy scenarios get nothing above info."""
 
 import pytest
 
-from tcpadvise.rulebook import holds, load_rulebook
+from tcpadvise.rules.rulebook import holds, load_rulebook
 
 from .conftest import advised, summary
 from .corpus import CORPUS

@@ -6,7 +6,7 @@ import yaml
 from testlib import prog
 
 from tcpadvise import schemas
-from tcpadvise.policy import check_config
+from tcpadvise.policy.config import check_config
 
 from .conftest import advised, invoke
 from .corpus import CORPUS, Peer, record

@@ -10,9 +10,9 @@ from rich.console import Console
 from testlib import REPO
 
 from tcpadvise import schemas
-from tcpadvise.metrics import METRICS
-from tcpadvise.render import render_text
-from tcpadvise.rulebook import builtin_rule_files, load_rulebook
+from tcpadvise.model.metrics import METRICS
+from tcpadvise.render.text import render_text
+from tcpadvise.rules.rulebook import builtin_rule_files, load_rulebook
 from tcpadvise.units import UNITS
 
 from .conftest import advised, invoke

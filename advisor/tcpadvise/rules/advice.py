@@ -23,12 +23,12 @@ Findings come in order of severity, then of subject, then of rule.
 import json
 from collections.abc import Callable
 
+from ..model.metrics import METRICS, MetricValues, Scope, Subject, member_scopes, subjects_of
+from ..model.report import Report
+from ..symbols.symbolize import call_sites_sentence, merge_call_sites
+from ..units import format_value
 from .calibration import Calibration, field_unit
-from .metrics import METRICS, MetricValues, Scope, Subject, member_scopes, subjects_of
-from .report import Report
 from .rulebook import SEVERITIES, Rule, Rulebook, choose, evaluate, evidence_item, fill, level
-from .symbolize import call_sites_sentence, merge_call_sites
-from .units import format_value
 
 SEEDS_DIR = "../shared/seeds"
 MEASURED_PREFIX = "measured here: "

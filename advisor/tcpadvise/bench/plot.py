@@ -8,8 +8,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from . import bench_seeds as seeds
-from .errors import BenchError
+from ..errors import BenchError
+from . import seeds
 
 _DPI = 120
 _MEDIAN, _MINIMUM, _P99, _SEED = "tab:blue", "tab:green", "tab:red", "0.45"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jsonschema
 
-from .errors import (
+from ..errors import (
     BadInputError,
     InvalidTraceError,
     MissingPathError,
@@ -158,7 +158,7 @@ def load_file(path: Path) -> Trace | Manifest:
 
 @functools.cache
 def _validator(schema_id: str) -> jsonschema.protocols.Validator:
-    schema_file = resources.files(__package__).joinpath("schemas", KNOWN_SCHEMAS[schema_id])
+    schema_file = resources.files("tcpadvise").joinpath("schemas", KNOWN_SCHEMAS[schema_id])
     schema = json.loads(schema_file.read_text())
     return jsonschema.validators.validator_for(schema)(schema)
 

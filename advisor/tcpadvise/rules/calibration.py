@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import schemas
-from .errors import BadCalibrationError
+from .. import schemas
+from ..errors import BadCalibrationError
 
 CALIBRATION_SCHEMA = "tcpadvise.calibration/1"
 _UNIT_SUFFIXES = (("_us", "us"), ("_mbit_s", "mbit_s"), ("_bytes", "bytes"))

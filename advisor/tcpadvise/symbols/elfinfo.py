@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CommandNotExecutableError, CommandNotFoundError
+from ..errors import CommandNotExecutableError, CommandNotFoundError
 
 _ELF_MAGIC = b"\x7fELF"
 _PT_LOAD, _PT_DYNAMIC, _PT_INTERP, _PT_NOTE = 1, 2, 3, 4

@@ -8,9 +8,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import bench_seeds as seeds
-from .bench import Progress as BenchProgress
-from .units import DASH, duration_unit, format_bytes, format_duration_us, ratio
+from ..units import DASH, duration_unit, format_bytes, format_duration_us, ratio
+from . import seeds
+from .run import Progress as BenchProgress
 
 _PENALTY_NAMES = {"fill": "filling one segment", "second": "a second segment", "fourth": "a fourth segment"}
 _PENALTY_SIZES = {"fill": "mss", "second": "mss+1", "fourth": "3*mss+1"}

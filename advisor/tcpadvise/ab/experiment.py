@@ -41,12 +41,11 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from . import hist
-from .errors import BadInputError
-from .policy import BUILTIN_POLICIES
-from .policyconfig import CONFIG_VERSION
-from .traces import Inputs
-from .units import format_value, ns_to_us
+from ..errors import BadInputError
+from ..model import hist
+from ..policy.config import BUILTIN_POLICIES, CONFIG_VERSION
+from ..trace.reader import Inputs
+from ..units import format_value, ns_to_us
 
 AB_REPORT_SCHEMA = "tcpadvise.ab-report/1"
 ASSIGNMENT = "splitmix64-4tuple/1"

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import yaml
 
-from . import schemas
+from .. import schemas
+from ..errors import RulesError
+from ..model.metrics import METRICS, SCOPE, MetricValues
+from ..units import NUMERIC_UNITS
 from .calibration import measurement_fields
-from .errors import RulesError
-from .metrics import METRICS, SCOPE, MetricValues
-from .units import NUMERIC_UNITS
 
 RULES_SCHEMA = "tcpadvise.rules/1"
 SEVERITIES = ("high", "medium", "low", "info")
@@ -83,7 +83,7 @@ class Rulebook:
 
 
 def builtin_rule_files() -> list[Path]:
-    folder = resources.files(__package__).joinpath("rules")
+    folder = resources.files(__package__)
     return sorted(Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".yaml"))
 
 

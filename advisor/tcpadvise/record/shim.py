@@ -5,13 +5,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from .errors import ShimNotFoundError
+from ..errors import ShimNotFoundError
 
 SHIM_ENV = "TCPADVISE_SHIM"
 SHIM_NAME = "libtcpadvise.so"
 
 # The package's source folder is <repo>/advisor/tcpadvise when installed editable.
-_SOURCE_CHECKOUT = Path(__file__).resolve().parents[2]
+_SOURCE_CHECKOUT = Path(__file__).resolve().parents[3]
 
 
 def shim_locations() -> list[Path]:

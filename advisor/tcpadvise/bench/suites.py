@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
-from . import hist
-from .bench_stats import after_warmup, interval_rates_mbit_s, segment_penalties, summarize
+from ..model import hist
+from .stats import after_warmup, interval_rates_mbit_s, segment_penalties, summarize
 
 # The round trip a stalled arm is allowed per planned round: 200 rounds stop
 # after 0.4 s, so a 40 ms delayed-ACK stall yields about ten.

@@ -14,24 +14,21 @@ summarised: counts as in the trace, percentiles instead of histograms (null
 when nothing was recorded), times in ns except turns in microseconds. See
 `socket_item` for the keys.
 
-Findings come from the rulebook (advice.py): it reads `Report.sockets`, the
+Findings come from the rulebook (rules/advice.py): it reads `Report.sockets`, the
 trace dicts behind them in the parallel `Report.raw_sockets` and the record
 manifests in `Report.manifests`, and fills `Report.findings`.
 """
 
 import shlex
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from . import hist
-from .elfinfo import BinaryInfo, blind_spot
-from .symbolize import Symbolizer, socket_call_sites
-from .traces import Inputs, Manifest, Trace
-from .units import ns_to_us
+from ..symbols.elfinfo import BinaryInfo, blind_spot
+from ..symbols.symbolize import Symbolizer, socket_call_sites
+from ..trace.reader import Inputs, Manifest, Trace
+from .sockets import is_stream, merge_sockets, nodelay_set_by, socket_figures
 
 REPORT_SCHEMA = "tcpadvise.report/1"
-_FIGURE_SECTIONS = ("writes", "bursts", "turns", "reads", "errors")
 
 
 @dataclass
@@ -174,74 +171,10 @@ def socket_item(
     }
 
 
-def is_stream(socket: dict) -> bool:
-    """Whether a trace socket only sends: bytes written, none read (a write-only stream)."""
-    return socket["writes"]["bytes"] > 0 and socket["reads"]["bytes"] == 0
-
-
-def nodelay_set_by(socket: dict) -> str | None:
-    """Who turned TCP_NODELAY on: "app" (the program's setsockopt), "policy" (the shim's), or None."""
-    if socket["options_set"].get("TCP_NODELAY"):
-        return "app"
-    if socket.get("policy", {}).get("settings", {}).get("nodelay") and socket["options"].get("nodelay"):
-        return "policy"
-    return None
-
-
 def _observed_seconds(trace: Trace) -> float | None:
     """Seconds from the shim's start in the process to the writing of its trace."""
     span = trace.data["written_unix_ns"] - trace.data["start_unix_ns"]
     return span / 1e9 if span > 0 else None
-
-
-def socket_figures(socket: dict) -> dict:
-    """Counts and percentiles of a trace socket's writes, bursts, turns, reads and errors."""
-    writes, bursts, turns, reads = socket["writes"], socket["bursts"], socket["turns"], socket["reads"]
-    return {
-        "writes": {
-            "calls": writes["calls"],
-            "bytes": writes["bytes"],
-            "by_api": writes["by_api"],
-            "size_p50": _percentile(writes["size"], 0.5),
-            "size_p99": _percentile(writes["size"], 0.99),
-            "mean_size": hist.mean(writes["size"]),
-            "iovcnt_p50": _percentile(writes["iovcnt"], 0.5),
-            "syscall_ns_p50": _percentile(writes["syscall_ns"], 0.5),
-            "syscall_ns_p99": _percentile(writes["syscall_ns"], 0.99),
-            "gap_ns_p50": _percentile(writes["gap_ns"], 0.5),
-        },
-        "bursts": {
-            "count": bursts["count"],
-            "writes_p50": _percentile(bursts["writes"], 0.5),
-            "writes_p99": _percentile(bursts["writes"], 0.99),
-            "bytes_p50": _percentile(bursts["bytes"], 0.5),
-            "bytes_p99": _percentile(bursts["bytes"], 0.99),
-        },
-        "turns": {
-            "count": turns["count"],
-            "p50_us": ns_to_us(hist.percentile(turns["ns"], 0.5)),
-            "p99_us": ns_to_us(hist.percentile(turns["ns"], 0.99)),
-        },
-        "reads": {
-            "calls": reads["calls"],
-            "bytes": reads["bytes"],
-            "by_api": reads["by_api"],
-            "size_p50": _percentile(reads["size"], 0.5),
-            "eof": reads["eof"],
-        },
-        "errors": socket["errors"],
-    }
-
-
-def merge_sockets(sockets: Iterable[dict]) -> dict:
-    """The connection count and figure sections of trace sockets added together.
-
-    Counts are summed, histograms merged, per-API and per-errno tables added key by key.
-    """
-    sockets = list(sockets)
-    merged = {section: _merge_values([socket[section] for socket in sockets]) for section in _FIGURE_SECTIONS}
-    merged["connections"] = sum(socket["connections"] for socket in sockets)
-    return merged
 
 
 def report_warnings(inputs: Inputs) -> list[str]:
@@ -305,17 +238,3 @@ def _silent_run_warning(manifest: Manifest) -> str:
         f"'{shlex.join(data['command'])}' ran (exit status {data['exit_status']}) "
         f"but no TCP call was intercepted: {reason}"
     )
-
-
-def _merge_values(values: list):
-    first = values[0]
-    if isinstance(first, dict) and "buckets" in first:
-        return hist.merge(values)
-    if isinstance(first, dict):
-        keys = dict.fromkeys(key for value in values for key in value)
-        return {key: _merge_values([value[key] for value in values if key in value]) for key in keys}
-    return sum(values)
-
-
-def _percentile(histogram: dict, fraction: float) -> float | None:
-    return hist.percentile(histogram, fraction)

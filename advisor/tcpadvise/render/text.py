@@ -1,4 +1,4 @@
-"""Print a Report: a rich table for people, JSON for programs.
+"""Print a Report for people: a rich table, the findings, and the A/B report.
 
 The text form is a table when it fits the console's width, otherwise one
 compact block per socket (a pipe is 80 columns wide unless $COLUMNS says
@@ -7,7 +7,6 @@ come the warnings, and last the findings, grouped by severity, each with its
 evidence beside the thresholds it passed.
 """
 
-import json
 from collections import Counter
 
 import yaml
@@ -18,20 +17,16 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from .metrics import Scope, subjects_of
-from .report import Report
-from .rulebook import SEVERITIES
-from .symbolize import call_site_line, merge_call_sites, site_text
-from .units import DASH, format_bytes, format_duration_us, format_number, format_value
+from ..model.metrics import Scope, subjects_of
+from ..model.report import Report
+from ..rules.rulebook import SEVERITIES
+from ..symbols.symbolize import call_site_line, merge_call_sites, site_text
+from ..units import DASH, format_bytes, format_duration_us, format_number, format_value
 
 # Wider than any table, to measure its natural width.
 _WIDE = 10_000
 # _CALL_SITES_SHOWN: the sites a socket group or finding names in text (JSON has them all).
 _CALL_SITES_SHOWN = 5
-
-
-def render_json(report: Report) -> str:
-    return json.dumps(report.to_json(), indent=2) + "\n"
 
 
 def render_text(report: Report, console: Console) -> None:

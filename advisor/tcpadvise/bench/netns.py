@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .errors import BenchError, LinkNeedsRootError
+from ..errors import BenchError, LinkNeedsRootError
 
 FAR_ADDR, NEAR_ADDR = "198.18.0.1", "198.18.0.2"
 MTU = 1500

@@ -1,6 +1,13 @@
-"""The policy config (docs/policy-config.md) that applies the findings'
-recommendations: `tcpadvise report --emit-policy FILE`, ready for
-`tcpadvise record --policy FILE`.
+"""Policy configs (docs/policy-config.md): the built-in policies, checking a config, and the
+config that applies a report's findings.
+
+Built-in policies and checks, for `tcpadvise record --policy` and `tcpadvise config check`:
+the shim parses policy configs itself; this module never re-implements that parser: it runs tcpadvise-config-check, built from
+the same source and installed beside the shim, and writes the one-rule config
+a built-in policy name stands for.
+
+The config that applies the findings' recommendations: `tcpadvise report --emit-policy FILE`,
+ready for `tcpadvise record --policy FILE`.
 
 One config rule per scope with a finding whose policy does something: it
 matches the scope as the shim sees it (program and role; a server's local
@@ -11,11 +18,15 @@ each other). Findings on a run, and those whose policy is observe, add
 nothing: a socket no rule matches is observed anyway.
 """
 
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from .errors import PolicyWriteError
+from ..errors import ConfigError, PolicyWriteError, RecordError
+from ..record.shim import find_shim
+from ..safefile import write_atomically
 
 CONFIG_VERSION = 1
 BUILTIN_SETTINGS = {
@@ -30,6 +41,69 @@ MAX_RULES = 64
 MAX_NAME_LENGTH = 127
 # fnmatch's special characters (a backslash escapes in the C library's fnmatch).
 _GLOB_SPECIAL = "*?[\\"
+BUILTIN_POLICIES = tuple(BUILTIN_SETTINGS)
+CHECKER_NAME = "tcpadvise-config-check"
+POLICY_FILE = "policy.yaml"
+
+
+@dataclass(frozen=True)
+class ConfigCheck:
+    """What the shim's parser said of a config: ok, and its lines of output."""
+
+    ok: bool
+    lines: list[str]
+
+
+def check_config(path: Path) -> ConfigCheck:
+    """Check a policy config with the shim's own parser."""
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a config file")
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file")
+    checker = find_shim().parent / CHECKER_NAME
+    if not checker.is_file():
+        raise ConfigError(f"{CHECKER_NAME} not found beside the shim ({checker}); rebuild tcpadvise")
+    # The checker quotes the file, which may hold bytes that are not UTF-8.
+    result = subprocess.run(
+        [str(checker), str(path)], capture_output=True, text=True, errors="replace", check=False
+    )
+    return ConfigCheck(ok=result.returncode == 0, lines=result.stdout.splitlines())
+
+
+def builtin_config(name: str) -> str:
+    """The config a built-in policy name stands for: that policy on every socket."""
+    return (
+        f"# tcpadvise record --policy {name}\nversion: {CONFIG_VERSION}\n"
+        f"rules:\n  - name: {name}\n    policy: {name}\n"
+    )
+
+
+def write_policy_file(out_dir: Path, config: str) -> Path:
+    """Write `config` to OUT_DIR/policy.yaml, where record keeps the config a run used; return that path."""
+    path = out_dir / POLICY_FILE
+    try:
+        write_atomically(path, config)
+    except OSError as error:
+        raise RecordError(f"{path}: cannot write the policy config ({error.strerror})") from None
+    return path
+
+
+def resolve_policy(value: str, out_dir: Path) -> Path:
+    """The config file the shim should read for `--policy VALUE`.
+
+    A built-in name is written to OUT_DIR/policy.yaml; a file must pass the
+    shim's parser first, so that a mistake stops the run instead of leaving
+    it silently observe-only."""
+    if value in BUILTIN_POLICIES:
+        return write_policy_file(out_dir, builtin_config(value)).resolve()
+    path = Path(value)
+    if not path.exists():
+        names = ", ".join(BUILTIN_POLICIES)
+        raise ConfigError(f"--policy {value}: neither a built-in policy ({names}) nor a file")
+    check = check_config(path)
+    if not check.ok:
+        raise ConfigError.from_problems(check.lines or [f"{path}: invalid"], str(path))
+    return path.resolve()
 
 
 def scope_rules(findings: list[dict]) -> list[dict]:

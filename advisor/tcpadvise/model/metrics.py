@@ -24,11 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..symbols.elfinfo import BinaryInfo, blind_spot
+from ..trace.reader import Manifest
+from ..units import ratio
 from . import hist
-from .elfinfo import BinaryInfo, blind_spot
-from .report import Report, is_stream, merge_sockets
-from .traces import Manifest
-from .units import ratio
+from .report import Report
+from .sockets import is_stream, merge_sockets
 
 SCOPE, RUN = "scope", "run"
 

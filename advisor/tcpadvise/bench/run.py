@@ -23,13 +23,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .bench_netns import PROFILES, failure_reason, veth_pair
-from .bench_suites import SUITES, Arm, Settings
-from .calibration import CALIBRATION_SCHEMA
-from .errors import BenchError, LoadgenNotFoundError, ShimNotFoundError
-from .policy import builtin_config
-from .record import shim_environment
-from .shim import SHIM_ENV, find_built_file, find_shim, shim_locations
+from ..errors import BenchError, LoadgenNotFoundError, ShimNotFoundError
+from ..policy.config import builtin_config
+from ..record.record import shim_environment
+from ..record.shim import SHIM_ENV, find_built_file, find_shim, shim_locations
+from ..rules.calibration import CALIBRATION_SCHEMA
+from .netns import PROFILES, failure_reason, veth_pair
+from .suites import SUITES, Arm, Settings
 
 LOADGEN_ENV = "TCPADVISE_LOADGEN"
 LOADGEN_NAME = "tcpadvise-loadgen"

@@ -6,22 +6,22 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from .ab import MAX_SEED, build_ab_report, experiment_config, parse_arms
-from .advice import advise
-from .bench import BENCH_SERVER_PORT, prepare_plot_directory, run_bench, serve, write_outputs
-from .bench_netns import PROFILES
-from .bench_render import ProgressBar, render_summary, summary_console
-from .bench_suites import SUITE_NAMES, Settings
-from .calibration import load_calibration
-from .errors import BadInputError, TcpadviseError
-from .metrics import METRICS
-from .policy import BUILTIN_POLICIES, check_config
-from .policyconfig import write_policy_config
-from .record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
-from .render import render_ab_text, render_json, render_text
-from .report import build_report
-from .rulebook import builtin_rule_files, check_rule_files, load_rulebook
-from .traces import load_inputs
+from ..ab.experiment import MAX_SEED, build_ab_report, experiment_config, parse_arms
+from ..bench.netns import PROFILES
+from ..bench.render import ProgressBar, render_summary, summary_console
+from ..bench.run import BENCH_SERVER_PORT, prepare_plot_directory, run_bench, serve, write_outputs
+from ..bench.suites import SUITE_NAMES, Settings
+from ..errors import BadInputError, TcpadviseError
+from ..model.metrics import METRICS
+from ..model.report import build_report
+from ..policy.config import BUILTIN_POLICIES, check_config, write_policy_config
+from ..record.record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
+from ..render.json import render_json
+from ..render.text import render_ab_text, render_text
+from ..rules.advice import advise
+from ..rules.calibration import load_calibration
+from ..rules.rulebook import builtin_rule_files, check_rule_files, load_rulebook
+from ..trace.reader import load_inputs
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -599,7 +599,7 @@ def bench_command(
     written = [str(calibration_path), str(results_path)]
     if plot_dir is not None:
         # matplotlib takes half a second to import: only for --plot.
-        from .bench_plot import write_plots
+        from ..bench.plot import write_plots
 
         written += [str(path) for path in write_plots(result.results, plot_dir)]
     click.echo(f"tcpadvise bench: wrote {', '.join(written)}", err=True)

@@ -9,12 +9,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from .elfinfo import blind_spot, inspect_executable, resolve_command
-from .errors import CommandNotExecutableError, RecordError, TcpadviseError
-from .policy import resolve_policy, write_policy_file
-from .safefile import write_atomically
+from ..errors import CommandNotExecutableError, RecordError, TcpadviseError
+from ..policy.config import resolve_policy, write_policy_file
+from ..safefile import write_atomically
+from ..symbols.elfinfo import blind_spot, inspect_executable, resolve_command
+from ..trace.reader import RECORD_FILE, RECORD_SCHEMA, load_inputs
 from .shim import find_shim
-from .traces import RECORD_FILE, RECORD_SCHEMA, load_inputs
 
 DEFAULT_OUT_DIR = Path("tcpadvise-out")
 DEFAULT_INTERVAL = 5.0

@@ -1,0 +1,91 @@
+"""One trace socket (an open connection, or a group of closed ones) as figures.
+
+A trace socket is a dict of a trace's "sockets" (schemas/trace-1.schema.json); these
+functions summarise it (percentiles instead of histograms) and add several
+together (counts summed, histograms merged).
+"""
+
+from collections.abc import Iterable
+
+from ..units import ns_to_us
+from . import hist
+
+_FIGURE_SECTIONS = ("writes", "bursts", "turns", "reads", "errors")
+
+
+def is_stream(socket: dict) -> bool:
+    """Whether a trace socket only sends: bytes written, none read (a write-only stream)."""
+    return socket["writes"]["bytes"] > 0 and socket["reads"]["bytes"] == 0
+
+
+def nodelay_set_by(socket: dict) -> str | None:
+    """Who turned TCP_NODELAY on: "app" (the program's setsockopt), "policy" (the shim's), or None."""
+    if socket["options_set"].get("TCP_NODELAY"):
+        return "app"
+    if socket.get("policy", {}).get("settings", {}).get("nodelay") and socket["options"].get("nodelay"):
+        return "policy"
+    return None
+
+
+def socket_figures(socket: dict) -> dict:
+    """Counts and percentiles of a trace socket's writes, bursts, turns, reads and errors."""
+    writes, bursts, turns, reads = socket["writes"], socket["bursts"], socket["turns"], socket["reads"]
+    return {
+        "writes": {
+            "calls": writes["calls"],
+            "bytes": writes["bytes"],
+            "by_api": writes["by_api"],
+            "size_p50": _percentile(writes["size"], 0.5),
+            "size_p99": _percentile(writes["size"], 0.99),
+            "mean_size": hist.mean(writes["size"]),
+            "iovcnt_p50": _percentile(writes["iovcnt"], 0.5),
+            "syscall_ns_p50": _percentile(writes["syscall_ns"], 0.5),
+            "syscall_ns_p99": _percentile(writes["syscall_ns"], 0.99),
+            "gap_ns_p50": _percentile(writes["gap_ns"], 0.5),
+        },
+        "bursts": {
+            "count": bursts["count"],
+            "writes_p50": _percentile(bursts["writes"], 0.5),
+            "writes_p99": _percentile(bursts["writes"], 0.99),
+            "bytes_p50": _percentile(bursts["bytes"], 0.5),
+            "bytes_p99": _percentile(bursts["bytes"], 0.99),
+        },
+        "turns": {
+            "count": turns["count"],
+            "p50_us": ns_to_us(hist.percentile(turns["ns"], 0.5)),
+            "p99_us": ns_to_us(hist.percentile(turns["ns"], 0.99)),
+        },
+        "reads": {
+            "calls": reads["calls"],
+            "bytes": reads["bytes"],
+            "by_api": reads["by_api"],
+            "size_p50": _percentile(reads["size"], 0.5),
+            "eof": reads["eof"],
+        },
+        "errors": socket["errors"],
+    }
+
+
+def merge_sockets(sockets: Iterable[dict]) -> dict:
+    """The connection count and figure sections of trace sockets added together.
+
+    Counts are summed, histograms merged, per-API and per-errno tables added key by key.
+    """
+    sockets = list(sockets)
+    merged = {section: _merge_values([socket[section] for socket in sockets]) for section in _FIGURE_SECTIONS}
+    merged["connections"] = sum(socket["connections"] for socket in sockets)
+    return merged
+
+
+def _merge_values(values: list):
+    first = values[0]
+    if isinstance(first, dict) and "buckets" in first:
+        return hist.merge(values)
+    if isinstance(first, dict):
+        keys = dict.fromkeys(key for value in values for key in value)
+        return {key: _merge_values([value[key] for value in values if key in value]) for key in keys}
+    return sum(values)
+
+
+def _percentile(histogram: dict, fraction: float) -> float | None:
+    return hist.percentile(histogram, fraction)
