@@ -17,7 +17,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import NoteSection, SymbolTableSection
 
-from .hist import ranges
+from ..model.hist import ranges
 
 # Modules whose frames are never the one a finding names: libc and the loader, the sanitizer
 # runtimes, and the shim itself (the program's code is what calls them).
