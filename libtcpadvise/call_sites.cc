@@ -18,6 +18,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "clock.h"
 #include "errno_saver.h"
 #include "histogram.h"
 #include "json_writer.h"
@@ -26,8 +27,8 @@
 
 namespace tcpadvise {
 
-uint64_t g_call_site_first = 0;
-uint64_t g_call_site_threshold = 0;
+std::atomic<uint64_t> g_call_site_first{0};
+std::atomic<uint64_t> g_call_site_threshold{0};
 __thread bool t_unwinding = false;
 
 namespace {
@@ -64,6 +65,8 @@ struct StackSlot {
   std::atomic<uint64_t> writes;
   std::atomic<uint64_t> bytes;
   std::atomic<uint64_t> first;
+  std::atomic<uint64_t> estimated;        // the writes each sample stands for, added up
+  std::atomic<uint64_t> estimated_bytes;
   std::atomic<uint64_t> last;
   std::atomic<uint64_t> alone;
   std::atomic<uint64_t> min_inverted;  // ~min, so that 0 is empty
@@ -96,6 +99,8 @@ struct PairSlot {
   std::atomic<uint64_t> writes;
   std::atomic<uint64_t> bytes;
   std::atomic<uint64_t> first;
+  std::atomic<uint64_t> estimated;
+  std::atomic<uint64_t> estimated_bytes;
 };
 
 StackSlot g_stacks[kStackSlots];
@@ -107,6 +112,22 @@ std::atomic<uint64_t> g_dropped{0};         // writes whose stack or pair found 
 std::atomic<uint64_t> g_unwind_failed{0};   // writes whose unwinding gave no frame
 
 CallSiteSettings g_settings{CallSiteMode::kOff, 0, 0};
+
+// Pace keeps sampling's cost bounded (sample mode): sampled writes are
+// counted per window of 100 ms; a window with more than kWindowBudget
+// halves the rate at once (every doubles, up to kMaxEvery; at kMaxEvery a
+// socket's first writes are no longer always taken), and a window with
+// under a quarter of it doubles the rate back towards the setting. Each
+// sample counts for the writes it stands for at its rate (estimated), so
+// counts scale honestly across changes of rate.
+constexpr uint64_t kWindowNs = 100000000;
+constexpr uint64_t kWindowBudget = 200;  // 2000 a second: at about 5 us each, 1% of one CPU
+constexpr uint64_t kMaxEvery = uint64_t{1} << 20;
+std::atomic<uint64_t> g_every_now{0};
+std::atomic<uint64_t> g_every_max{0};
+std::atomic<uint64_t> g_window_start{0};
+std::atomic<uint64_t> g_window_samples{0};
+std::atomic<uint64_t> g_slowdowns{0};
 UnwindFn g_unwind = nullptr;
 const char* g_problem = nullptr;  // why call sites are off, for the trace
 // g_self_lo..g_self_hi is the shim's code: its frames are not the program's.
@@ -208,6 +229,31 @@ int ClaimStack(uint64_t key, const uintptr_t* frames, int depth) {
     if (seen == key) return static_cast<int>((key + i) % kStackSlots);
   }
   return -1;
+}
+
+// SetEvery samples one write in every past a socket's first ones.
+void SetEvery(uint64_t every) {
+  g_every_now.store(every, std::memory_order_relaxed);
+  if (every > g_every_max.load(std::memory_order_relaxed)) g_every_max.store(every, std::memory_order_relaxed);
+  g_call_site_threshold.store(~uint64_t{0} / every, std::memory_order_relaxed);
+  g_call_site_first.store(every >= kMaxEvery ? 0 : g_settings.first, std::memory_order_relaxed);
+}
+
+void Pace() {
+  const uint64_t samples = g_window_samples.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t now = MonotonicNs();
+  uint64_t start = g_window_start.load(std::memory_order_relaxed);
+  const bool ended = now - start >= kWindowNs;
+  if (!ended && samples <= kWindowBudget) return;
+  if (!g_window_start.compare_exchange_strong(start, now, std::memory_order_relaxed)) return;
+  g_window_samples.store(0, std::memory_order_relaxed);
+  const uint64_t every = g_every_now.load(std::memory_order_relaxed);
+  if (!ended) {
+    g_slowdowns.fetch_add(1, std::memory_order_relaxed);
+    if (every < kMaxEvery) SetEvery(every * 2);
+  } else if (samples < kWindowBudget / 4 && every > g_settings.every) {
+    SetEvery(every / 2);
+  }
 }
 
 // RecordSize counts one write of bytes in the stack's sizes.
@@ -353,13 +399,18 @@ int ModuleOf(uintptr_t pc) {
   return -1;
 }
 
-void EmitCounts(JsonWriter* w, uint64_t writes, uint64_t bytes, uint64_t first) {
+void EmitCounts(JsonWriter* w, uint64_t writes, uint64_t bytes, uint64_t first, uint64_t estimated,
+                uint64_t estimated_bytes) {
   w->Key("writes");
   w->Uint(writes);
   w->Key("bytes");
   w->Uint(bytes);
   w->Key("first_of_burst");
   w->Uint(first);
+  w->Key("estimated_writes");
+  w->Uint(estimated);
+  w->Key("estimated_bytes");
+  w->Uint(estimated_bytes);
 }
 
 // EmitSizes writes the stack's write sizes as a trace histogram (the
@@ -421,7 +472,8 @@ void EmitPair(JsonWriter* w, const PairSlot& p) {
   w->Key("stack");
   w->Uint(static_cast<uint64_t>(index));
   EmitCounts(w, p.writes.load(std::memory_order_relaxed), p.bytes.load(std::memory_order_relaxed),
-             p.first.load(std::memory_order_relaxed));
+             p.first.load(std::memory_order_relaxed), p.estimated.load(std::memory_order_relaxed),
+             p.estimated_bytes.load(std::memory_order_relaxed));
   w->EndObject();
 }
 
@@ -482,16 +534,22 @@ CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, cons
 void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind) {
   g_settings = settings;
   g_unwind = unwind;
+  g_every_max.store(0, std::memory_order_relaxed);
+  g_slowdowns.store(0, std::memory_order_relaxed);
+  g_window_start.store(MonotonicNs(), std::memory_order_relaxed);
+  g_window_samples.store(0, std::memory_order_relaxed);
   if (unwind == nullptr || settings.mode == CallSiteMode::kOff) {
     g_settings.mode = CallSiteMode::kOff;
-    g_call_site_first = 0;
-    g_call_site_threshold = 0;
+    g_every_now.store(0, std::memory_order_relaxed);
+    g_call_site_first.store(0, std::memory_order_relaxed);
+    g_call_site_threshold.store(0, std::memory_order_relaxed);
   } else if (settings.mode == CallSiteMode::kAll || settings.every == 1) {
-    g_call_site_first = 0;
-    g_call_site_threshold = ~uint64_t{0};
+    g_settings.mode = CallSiteMode::kAll;
+    g_every_now.store(1, std::memory_order_relaxed);
+    g_call_site_first.store(0, std::memory_order_relaxed);
+    g_call_site_threshold.store(~uint64_t{0}, std::memory_order_relaxed);
   } else {
-    g_call_site_first = settings.first;
-    g_call_site_threshold = ~uint64_t{0} / settings.every;
+    SetEvery(settings.every);
   }
 }
 
@@ -540,6 +598,7 @@ void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first)
   const UnwindFn unwind = g_unwind;
   if (unwind == nullptr) return;
   g_sampled.fetch_add(1, std::memory_order_relaxed);
+  if (g_settings.mode == CallSiteMode::kSample) Pace();
   void* raw[kMaxFrames + 8];
   const int n = unwind(raw, kMaxFrames + 8);
   int skip = 0;
@@ -564,9 +623,14 @@ void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first)
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  const uint64_t weight = write <= g_call_site_first.load(std::memory_order_relaxed)
+                              ? 1
+                              : g_every_now.load(std::memory_order_relaxed);
   StackSlot& s = g_stacks[stack];
   s.writes.fetch_add(1, std::memory_order_relaxed);
   s.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  s.estimated.fetch_add(weight, std::memory_order_relaxed);
+  s.estimated_bytes.fetch_add(weight * bytes, std::memory_order_relaxed);
   if (first) s.first.fetch_add(1, std::memory_order_relaxed);
   RecordSize(s, bytes);
   LastSample& last = g_last[Mix(cookie) % kLastSlots];
@@ -580,6 +644,8 @@ void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first)
   }
   p->writes.fetch_add(1, std::memory_order_relaxed);
   p->bytes.fetch_add(bytes, std::memory_order_relaxed);
+  p->estimated.fetch_add(weight, std::memory_order_relaxed);
+  p->estimated_bytes.fetch_add(weight * bytes, std::memory_order_relaxed);
   if (first) p->first.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -639,6 +705,14 @@ void EmitCallSites(JsonWriter* w) {
   w->Uint(g_settings.mode == CallSiteMode::kSample ? g_settings.first : 0);
   w->Key("every");
   w->Uint(g_settings.mode == CallSiteMode::kSample ? g_settings.every : 1);
+  w->Key("every_max");
+  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_every_max.load(std::memory_order_relaxed) : 1);
+  w->Key("every_now");
+  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_every_now.load(std::memory_order_relaxed) : 1);
+  w->Key("slowdowns");
+  w->Uint(g_slowdowns.load(std::memory_order_relaxed));
+  w->Key("budget_per_second");
+  w->Uint(kWindowBudget * (1000000000 / kWindowNs));
   w->Key("unwinder");
   w->String("libunwind");
   if (g_problem != nullptr) {
@@ -697,7 +771,8 @@ void EmitCallSites(JsonWriter* w) {
     }
     w->EndArray();
     EmitCounts(w, s.writes.load(std::memory_order_relaxed), s.bytes.load(std::memory_order_relaxed),
-               s.first.load(std::memory_order_relaxed));
+               s.first.load(std::memory_order_relaxed), s.estimated.load(std::memory_order_relaxed),
+               s.estimated_bytes.load(std::memory_order_relaxed));
     w->Key("last_of_burst");
     w->Uint(s.last.load(std::memory_order_relaxed));
     w->Key("alone_in_burst");
@@ -745,6 +820,8 @@ void CallSitesResetForTest() {
     s.writes.store(0);
     s.bytes.store(0);
     s.first.store(0);
+    s.estimated.store(0);
+    s.estimated_bytes.store(0);
     s.last.store(0);
     s.alone.store(0);
     s.min_inverted.store(0);
@@ -766,6 +843,8 @@ void CallSitesResetForTest() {
     p.writes.store(0);
     p.bytes.store(0);
     p.first.store(0);
+    p.estimated.store(0);
+    p.estimated_bytes.store(0);
   }
   g_stack_count.store(0);
   g_pair_count.store(0);

@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <atomic>
+
 namespace tcpadvise {
 
 class JsonWriter;
@@ -66,15 +68,18 @@ CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, cons
 // n * kCallSiteScramble <= threshold (2^64 / every - 1): one write in every,
 // spread so that no period of the program's own (header, body, header...)
 // is always the one sampled, as n % every would be. Off: first 0,
-// threshold 0 (never: n * an odd number is not 0).
-extern uint64_t g_call_site_first;
-extern uint64_t g_call_site_threshold;
+// threshold 0 (never: n * an odd number is not 0). In sample mode both
+// move with the pace of sampling (call_sites.cc: Pace), so they are atomic
+// (relaxed: a plain load on the hot path).
+extern std::atomic<uint64_t> g_call_site_first;
+extern std::atomic<uint64_t> g_call_site_threshold;
 constexpr uint64_t kCallSiteScramble = 0x9e3779b97f4a7c15ull;
 
 // CallSiteDue is the hot path's test, on the socket's write count.
 [[gnu::always_inline]] inline bool CallSiteDue(uint64_t write_calls) {
-  return __builtin_expect(
-      write_calls <= g_call_site_first || write_calls * kCallSiteScramble <= g_call_site_threshold, 0);
+  return __builtin_expect(write_calls <= g_call_site_first.load(std::memory_order_relaxed) ||
+                              write_calls * kCallSiteScramble <= g_call_site_threshold.load(std::memory_order_relaxed),
+                          0);
 }
 
 // CallSitesStart reads the settings and loads libunwind; on failure call

@@ -116,6 +116,18 @@ TEST_F(CallSitesTest, SizesAndBurstPositionsPerStack) {
   EXPECT_NE(json.find("\"unbucketed\":3,\"buckets\":[[4,2],[8,1],"), std::string::npos) << json;
 }
 
+TEST_F(CallSitesTest, TooManySamplesHalveTheRateAndWeighTheirWrites) {
+  CallSitesConfigure(CallSiteSettings{CallSiteMode::kSample, 0, 8}, FakeUnwind);
+  g_fake_depth = 1;
+  g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
+  // 200 samples fit a window of 100 ms; the 201st halves the rate at once.
+  for (uint64_t n = 1; n <= 201; ++n) SampleCallSite(1, 100 + n, 1, false);
+  const std::string json = Emit(nullptr, false);
+  EXPECT_NE(json.find("\"every_max\":16,\"every_now\":16,\"slowdowns\":1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"estimated_writes\":1616,"), std::string::npos) << json;  // 200 x 8 + 16
+  EXPECT_EQ(g_call_site_threshold.load(), ~uint64_t{0} / 16);
+}
+
 TEST_F(CallSitesTest, FoldMovesASocketsCountsToItsGroup) {
   g_fake_depth = 1;
   g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);

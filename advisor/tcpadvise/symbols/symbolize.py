@@ -212,8 +212,12 @@ def socket_call_sites(trace: dict, socket: dict, symbolizer: Symbolizer) -> list
     sampled = sum(entry["writes"] for entry in own)
     if not sampled:
         return []
+    # Each sample stands for the writes of its rate (estimated_writes, traces since adaptive
+    # sampling): the shares of the socket's write count, which they are scaled to.
+    weight = {"writes": "estimated_writes", "bytes": "estimated_bytes"} if all("estimated_writes" in e for e in own) else {"writes": "writes", "bytes": "bytes"}
+    estimated = sum(entry[weight["writes"]] for entry in own)
     calls = socket.get("writes", {}).get("calls", sampled)
-    scale = calls / sampled if info.get("mode") == "sample" and calls >= sampled else 1.0
+    scale = calls / estimated if info.get("mode") == "sample" and estimated and calls >= sampled else 1.0
     sites = []
     for entry in own:
         frames = [
@@ -224,8 +228,8 @@ def socket_call_sites(trace: dict, socket: dict, symbolizer: Symbolizer) -> list
         sites.append({
             **named,
             "build_id": _build_id_of(modules, stacks[entry["stack"]]["frames"], frames, named),
-            "writes": round(entry["writes"] * scale),
-            "bytes": round(entry["bytes"] * scale),
+            "writes": round(entry[weight["writes"]] * scale) if scale != 1.0 else entry["writes"],
+            "bytes": round(entry[weight["bytes"]] * scale) if scale != 1.0 else entry["bytes"],
             "sampled_writes": entry["writes"],
             "first_of_burst": entry["first_of_burst"],
             **stack_shape(stacks[entry["stack"]]),
