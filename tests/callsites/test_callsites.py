@@ -146,6 +146,26 @@ def test_program_that_closes_every_fd_keeps_its_bytes(tmp_path, mode):
     assert {"send_message", "send_answer"} <= functions, functions
 
 
+def test_sampling_slows_down_past_its_budget_and_scales_honestly(tmp_path):
+    """One write in 2 asked for, thousands of writes a second: the shim doubles the interval
+    (more than 2000 samples a second) and each sample counts for the writes of its rate."""
+    program = build("gcc", tmp_path / "fdreuse", "-g", "-O1", str(HERE / "fdreuse.c"))
+    out = tmp_path / "traces"
+    out.mkdir()
+    env = shim_env(out, TCPADVISE_CALL_SITES="sample", TCPADVISE_CALL_SITES_EVERY="2")
+    result = run([program, "2", "3000"], env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    (trace,) = load_traces(out).values()
+    info = trace["call_sites"]
+    assert info["slowdowns"] >= 1 and info["every_max"] > 2, info
+    assert info["sampled_writes"] < 12000 / 2
+    report = json.loads(invoke("report", "--format", "json", out).stdout)
+    writers = [s for s in report["sockets"] if s.get("call_sites")]
+    assert len(writers) >= 2  # each round's client and server side
+    for s in writers:
+        assert abs(sum(site["writes"] for site in s["call_sites"]) - s["writes"]["calls"]) <= len(s["call_sites"])
+
+
 def test_stripped_binary_gives_module_offset_and_build_id(tmp_path, port):
     client = build("gcc", tmp_path / "client", "-g", "-O1", str(HERE / "client.c"))
     stripped = tmp_path / "client-stripped"
