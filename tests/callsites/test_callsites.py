@@ -183,6 +183,18 @@ def test_stripped_binary_gives_module_offset_and_build_id(tmp_path, port):
     assert named == {"write_header", "write_body"}
 
 
+def test_inlined_function_is_named_with_the_one_it_was_inlined_into(tmp_path, port):
+    if shutil.which("addr2line") is None:
+        pytest.skip("addr2line (binutils) is not installed: inlined frames need it")
+    client = build("gcc", tmp_path / "inlined", "-g", "-O2", str(HERE / "inlined.c"))
+    report, _ = record_report(tmp_path, [client, str(port), str(REQUESTS)])
+    (site,) = client_sites(report)
+    assert (site["function"], site["line"]) == ("put_frame", line_of("inlined.c", "inlined-write"))
+    frame = next(f for f in site["stack"] if f["function"] == "put_frame")
+    assert frame["inlined_by"][0]["function"] == "send_request"
+    assert frame["inlined_by"][0]["line"] == line_of("inlined.c", "inlined-call")
+
+
 def test_cpp_names_are_demangled(tmp_path, port):
     program = build("g++", tmp_path / "writer", "-g", "-O1", str(HERE / "writer.cc"))
     report, _ = record_report(tmp_path, [program, str(port), str(REQUESTS)])

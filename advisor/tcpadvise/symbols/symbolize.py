@@ -107,35 +107,51 @@ class Symbolizer:
         names = demangle([name for name in (_symbol(elf, pc) for pc in pcs) if name])
         answers = []
         for index, (offset, pc) in enumerate(zip(offsets, pcs)):
-            function, file, line = found[index] if found else (None, None, None)
+            function, file, line, inlined_by = found[index] if found else (None, None, None, [])
             if function is None:
                 symbol = _symbol(elf, pc)
                 function = names.get(symbol, symbol) if symbol else None
             if file is None and elf.has_dwarf and not found:
                 file, line = _line(elf, pc)
-            answers.append(_frame(path, function, file, line, offset))
+            frame = _frame(path, function, file, line, offset)
+            if inlined_by:
+                frame["inlined_by"] = [{"function": f, "file": fl, "line": ln} for f, fl, ln in inlined_by]
+            answers.append(frame)
         return answers
 
     def _addr2line_lookup(self, path: str, pcs: list[int]) -> list[tuple] | None:
+        """(function, file, line, inlined_by) per pc: the innermost function DWARF places there,
+        and the functions it was inlined into, outward, as (function, file, line) each."""
         try:
             out = subprocess.run(
-                [self._addr2line, "-C", "-f", "-e", path, *(hex(pc) for pc in pcs)],
+                [self._addr2line, "-a", "-i", "-C", "-f", "-e", path, *(hex(pc) for pc in pcs)],
                 capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S,
             ).stdout.splitlines()
         except (OSError, subprocess.SubprocessError):
             return None
-        if len(out) != 2 * len(pcs):
+        groups: list[list[str]] = []
+        for text in out:
+            if text.startswith("0x") and " " not in text:
+                groups.append([])
+            elif groups:
+                groups[-1].append(text)
+        if len(groups) != len(pcs) or any(not g or len(g) % 2 for g in groups):
             return None
         result = []
-        for function, where in zip(out[0::2], out[1::2]):
-            file, _, line = where.rpartition(":")
-            line = line.split(" ", 1)[0]
-            result.append((
-                None if function == "??" else function,
-                None if file in ("??", "") else file,
-                int(line) if line.isdigit() and line != "0" else None,
-            ))
+        for lines in groups:
+            frames = [_place(function, where) for function, where in zip(lines[0::2], lines[1::2])]
+            result.append((*frames[0], frames[1:]))
         return result
+
+
+def _place(function: str, where: str) -> tuple:
+    file, _, line = where.rpartition(":")
+    line = line.split(" ", 1)[0]
+    return (
+        None if function == "??" else function,
+        None if file in ("??", "") else file,
+        int(line) if line.isdigit() and line != "0" else None,
+    )
 
 
 def _frame(module: str | None, function: str | None, file: str | None, line: int | None, offset: int) -> dict:
