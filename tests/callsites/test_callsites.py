@@ -234,6 +234,38 @@ def test_python_frames_are_the_interpreters(tmp_path, port):
     assert all(site["module"] and ("python" in site["module"].lower() or "_socket" in site["module"]) for site in sites)
 
 
+NODE_CLIENT = """
+const net = require('net');
+const [port, n] = [Number(process.argv[2]), Number(process.argv[3])];
+const s = net.connect(port, '127.0.0.1', () => {
+  let got = 0;
+  const send = () => { s.write(Buffer.alloc(8, 'h')); s.write(Buffer.alloc(32, 'b')); };
+  s.on('data', (d) => { got += d.length; if (got >= n) s.destroy(); else send(); });
+  send();
+});
+"""
+
+
+def test_nodejs_names_the_first_native_frame_and_jit_code_as_unknown(tmp_path, port):
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("Node.js is not installed (scripts/install-deps.sh installs nodejs)")
+    script = tmp_path / "client.js"
+    script.write_text(NODE_CLIENT)
+    report, text = record_report(tmp_path, [node, str(script), str(port), str(REQUESTS)])
+    sites = client_sites(report)
+    assert sum(site["writes"] for site in sites) >= REQUESTS  # libuv may join a request's two writes
+    for site in sites:
+        # The first frame outside libc and the shim: libuv's write in the node binary, named.
+        assert site["function"] and site["function"].startswith("uv__") and site["module"].endswith("node"), site
+        for frame in site["stack"]:
+            # Each frame is a named function of a module, or code in no module (V8's JIT) said so.
+            assert frame["function"] or frame["module"], frame
+            if frame["module"] is None:
+                assert frame["function"] == "[unknown code: JIT or unmapped]"
+    assert any(frame["module"] is None for site in sites for frame in site["stack"]), "no JIT frame seen"
+
+
 def test_static_binary_is_blind(tmp_path, port):
     try:
         program = build("gcc", tmp_path / "client-static", "-static", "-O1", str(HERE / "client.c"))
