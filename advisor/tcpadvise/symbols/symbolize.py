@@ -315,7 +315,16 @@ def call_sites_sentence(sites: list[dict], limit: int = 3) -> str:
     more = f" and {len(sites) - limit} more" if len(sites) > limit else ""
     if len(named) == 1:
         return f"The writes come from {named[0]}."
-    return f"The writes come from {', '.join(named[:-1])}{'' if more else ' and'} {named[-1]}{more}: merge them into one write (writev) where they belong to one message."
+    places = [_place_text(site) for site in sites[:limit]]
+    return (f"The writes come from {', '.join(named[:-1])}{'' if more else ' and'} {named[-1]}{more}: "
+            f"merge the writes at {', '.join(places[:-1])} and {places[-1]} into one writev where they belong to one message.")
+
+
+def _place_text(site: dict) -> str:
+    """`client.c:42`, or the site's text when it has no line."""
+    if site["file"] and site["line"]:
+        return f"{os.path.basename(site['file'])}:{site['line']}"
+    return site_text(site)
 
 
 def call_site_line(site: dict) -> str:
