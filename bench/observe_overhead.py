@@ -99,7 +99,7 @@ def main():
                          "round_us_min_of_runs": min(runs),
                          "per_run_round_us": [round(r, 3) for r in runs]}
     if args.call_sites:
-        write_call_site_results(args, summary)
+        write_call_site_results(args, summary, call_site_memory(burst, dict(plain_env, LD_PRELOAD=shim), args.rounds))
         return
     plain, shim_arm = summary["plain"], summary["shim"]
     paired_pct, paired_ci = paired_overhead(plain["per_run_round_us"], shim_arm["per_run_round_us"])
@@ -127,7 +127,18 @@ def main():
     print(table)
 
 
-def write_call_site_results(args, summary):
+def call_site_memory(burst, env, rounds):
+    """The call-site tables of one run with every write sampled: their fixed size (the cap), the
+    bytes of one distinct stack, and how many stacks the client used."""
+    with tempfile.TemporaryDirectory() as out:
+        run_once(burst, dict(env, TCPADVISE_OUT=out, TCPADVISE_CALL_SITES="all"), rounds)
+        traces = [json.loads(path.read_text()) for path in pathlib.Path(out).glob("burst.*.json")]
+    info = max((t["call_sites"] for t in traces), key=lambda c: c.get("sampled_writes", 0))
+    return {"memory_bytes": info["memory_bytes"], "max_stacks": info["max_stacks"],
+            "stack_bytes": info.get("stack_bytes"), "stacks": len(info.get("stacks", []))}
+
+
+def write_call_site_results(args, summary, memory):
     plain = summary["plain"]["per_run_round_us"]
     overhead = {}
     for name, s in summary.items():
@@ -138,7 +149,7 @@ def write_call_site_results(args, summary):
     per_write_ns = float(np.median(every - off)) * 1000 / 2
     result = {"benchmark": "observe-overhead-call-sites", "rounds_per_run": args.rounds, "machine": platform.node(),
               "kernel": platform.release(), "cpus": os.cpu_count(), "arms": summary, "overhead": overhead,
-              "per_sampled_write_ns": per_write_ns}
+              "per_sampled_write_ns": per_write_ns, "memory": memory}
     results = REPO / "bench" / "results"
     results.mkdir(exist_ok=True)
     (results / "observe-overhead-call-sites.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -151,6 +162,9 @@ def write_call_site_results(args, summary):
     lines.append("")
     lines.append(f"Per sampled write (all - off, paired median, 2 writes a round): {per_write_ns:.0f} ns. "
                  f"Kernel {platform.release()}, {os.cpu_count()} CPUs, {args.rounds} rounds per run.")
+    lines.append(f"Memory: {memory['stack_bytes']} B per distinct stack; the tables are fixed at "
+                 f"{memory['memory_bytes']} B of address space (cap {memory['max_stacks']} stacks), touched as used; "
+                 f"this benchmark's processes used {memory['stacks']} stacks.")
     table = "\n".join(lines)
     (results / "observe-overhead-call-sites.md").write_text(table + "\n")
     print(table)

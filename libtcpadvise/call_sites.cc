@@ -1,10 +1,15 @@
 #include "call_sites.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,14 +18,18 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "clock.h"
+#include "errno_saver.h"
+#include "histogram.h"
 #include "json_writer.h"
 #include "raw_log.h"
 #include "socket_state.h"
 
 namespace tcpadvise {
 
-uint64_t g_call_site_first = 0;
-uint64_t g_call_site_threshold = 0;
+std::atomic<uint64_t> g_call_site_first{0};
+std::atomic<uint64_t> g_call_site_threshold{0};
+__thread bool t_unwinding = false;
 
 namespace {
 
@@ -32,8 +41,22 @@ constexpr uint32_t kStackSlots = kMaxStacks * 2;
 constexpr uint32_t kMaxPairs = 2048;
 constexpr uint32_t kPairSlots = kMaxPairs * 2;
 
+// kSizeBuckets: distinct write-size buckets (histogram.h's) a stack keeps;
+// sizes in other buckets are counted as unbucketed (count, sum, min and max
+// stay exact). A call site writes a few sizes, mostly one.
+constexpr int kSizeBuckets = 8;
+
+// SizeBucket is one bucket of a stack's write sizes; key is the bucket's
+// index + 1 (0: free), claimed with compare-and-swap.
+struct SizeBucket {
+  std::atomic<uint32_t> key;
+  std::atomic<uint64_t> count;
+};
+
 // StackSlot is one distinct stack; key 0 is a free slot. The frames are
 // written once by the thread that claims the slot, then ready is set.
+// last counts sampled writes known to have ended their burst (the next
+// write on the socket opened one), alone those that were first too.
 struct StackSlot {
   std::atomic<uint64_t> key;
   std::atomic<uint32_t> ready;
@@ -42,7 +65,27 @@ struct StackSlot {
   std::atomic<uint64_t> writes;
   std::atomic<uint64_t> bytes;
   std::atomic<uint64_t> first;
+  std::atomic<uint64_t> estimated;        // the writes each sample stands for, added up
+  std::atomic<uint64_t> estimated_bytes;
+  std::atomic<uint64_t> last;
+  std::atomic<uint64_t> alone;
+  std::atomic<uint64_t> min_inverted;  // ~min, so that 0 is empty
+  std::atomic<uint64_t> max;
+  std::atomic<uint64_t> unbucketed;
+  SizeBucket sizes[kSizeBuckets];
 };
+
+// LastSample is a socket's last sampled write: its number on the socket
+// (write_calls), its stack and whether it opened its burst. Placed by the
+// hash of the cookie, a newer socket's replaces it; read when the socket's
+// next write opens a burst (CallSiteBurstEnded).
+constexpr uint32_t kLastSlots = 1024;
+struct LastSample {
+  std::atomic<uint64_t> cookie;
+  std::atomic<uint64_t> write;  // write number << 1 | opened its burst
+  std::atomic<uint32_t> stack;
+};
+LastSample g_last[kLastSlots];
 
 // PairSlot counts one stack's writes on one socket, placed by the hash of
 // the cookie alone: a socket's pairs sit in one run before a free slot.
@@ -56,6 +99,8 @@ struct PairSlot {
   std::atomic<uint64_t> writes;
   std::atomic<uint64_t> bytes;
   std::atomic<uint64_t> first;
+  std::atomic<uint64_t> estimated;
+  std::atomic<uint64_t> estimated_bytes;
 };
 
 StackSlot g_stacks[kStackSlots];
@@ -67,6 +112,22 @@ std::atomic<uint64_t> g_dropped{0};         // writes whose stack or pair found 
 std::atomic<uint64_t> g_unwind_failed{0};   // writes whose unwinding gave no frame
 
 CallSiteSettings g_settings{CallSiteMode::kOff, 0, 0};
+
+// Pace keeps sampling's cost bounded (sample mode): sampled writes are
+// counted per window of 100 ms; a window with more than kWindowBudget
+// halves the rate at once (every doubles, up to kMaxEvery; at kMaxEvery a
+// socket's first writes are no longer always taken), and a window with
+// under a quarter of it doubles the rate back towards the setting. Each
+// sample counts for the writes it stands for at its rate (estimated), so
+// counts scale honestly across changes of rate.
+constexpr uint64_t kWindowNs = 100000000;
+constexpr uint64_t kWindowBudget = 200;  // 2000 a second: at about 5 us each, 1% of one CPU
+constexpr uint64_t kMaxEvery = uint64_t{1} << 20;
+std::atomic<uint64_t> g_every_now{0};
+std::atomic<uint64_t> g_every_max{0};
+std::atomic<uint64_t> g_window_start{0};
+std::atomic<uint64_t> g_window_samples{0};
+std::atomic<uint64_t> g_slowdowns{0};
 UnwindFn g_unwind = nullptr;
 const char* g_problem = nullptr;  // why call sites are off, for the trace
 // g_self_lo..g_self_hi is the shim's code: its frames are not the program's.
@@ -101,9 +162,34 @@ struct Unwinder {
 };
 Unwinder g_unw;
 
+// InsideLibunwind marks this thread as inside libunwind for its scope
+// (t_unwinding), with every signal blocked but those a fault raises, so
+// that a signal handler's own read is never taken for libunwind's.
+class InsideLibunwind {
+ public:
+  InsideLibunwind() {
+    sigset_t block;
+    sigfillset(&block);
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&block, sig);
+    pthread_sigmask(SIG_BLOCK, &block, &old_);
+    t_unwinding = true;
+  }
+  ~InsideLibunwind() {
+    t_unwinding = false;
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  InsideLibunwind(const InsideLibunwind&) = delete;
+  InsideLibunwind& operator=(const InsideLibunwind&) = delete;
+
+ private:
+  ErrnoSaver errno_saver_;
+  sigset_t old_;
+};
+
 // StepUnwind fills frames with the return addresses of its caller's stack,
 // the caller's own first, as unw_backtrace does.
 int StepUnwind(void** frames, int max) {
+  InsideLibunwind inside;
   unw_context_t context;
   unw_cursor_t cursor;
   if (g_unw.getcontext(&context) != 0 || g_unw.init_local(&cursor, &context) != 0) return 0;
@@ -143,6 +229,51 @@ int ClaimStack(uint64_t key, const uintptr_t* frames, int depth) {
     if (seen == key) return static_cast<int>((key + i) % kStackSlots);
   }
   return -1;
+}
+
+// SetEvery samples one write in every past a socket's first ones.
+void SetEvery(uint64_t every) {
+  g_every_now.store(every, std::memory_order_relaxed);
+  if (every > g_every_max.load(std::memory_order_relaxed)) g_every_max.store(every, std::memory_order_relaxed);
+  g_call_site_threshold.store(~uint64_t{0} / every, std::memory_order_relaxed);
+  g_call_site_first.store(every >= kMaxEvery ? 0 : g_settings.first, std::memory_order_relaxed);
+}
+
+void Pace() {
+  const uint64_t samples = g_window_samples.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t now = MonotonicNs();
+  uint64_t start = g_window_start.load(std::memory_order_relaxed);
+  const bool ended = now - start >= kWindowNs;
+  if (!ended && samples <= kWindowBudget) return;
+  if (!g_window_start.compare_exchange_strong(start, now, std::memory_order_relaxed)) return;
+  g_window_samples.store(0, std::memory_order_relaxed);
+  const uint64_t every = g_every_now.load(std::memory_order_relaxed);
+  if (!ended) {
+    g_slowdowns.fetch_add(1, std::memory_order_relaxed);
+    if (every < kMaxEvery) SetEvery(every * 2);
+  } else if (samples < kWindowBudget / 4 && every > g_settings.every) {
+    SetEvery(every / 2);
+  }
+}
+
+// RecordSize counts one write of bytes in the stack's sizes.
+void RecordSize(StackSlot& s, uint64_t bytes) {
+  for (uint64_t seen = s.min_inverted.load(std::memory_order_relaxed); ~bytes > seen;) {
+    if (s.min_inverted.compare_exchange_weak(seen, ~bytes, std::memory_order_relaxed)) break;
+  }
+  for (uint64_t seen = s.max.load(std::memory_order_relaxed); bytes > seen;) {
+    if (s.max.compare_exchange_weak(seen, bytes, std::memory_order_relaxed)) break;
+  }
+  const uint32_t key = static_cast<uint32_t>(HistogramBucketOf(bytes)) + 1;
+  for (SizeBucket& b : s.sizes) {
+    uint32_t seen = b.key.load(std::memory_order_acquire);
+    if (seen == 0 && b.key.compare_exchange_strong(seen, key, std::memory_order_acq_rel)) seen = key;
+    if (seen == key) {
+      b.count.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  s.unbucketed.fetch_add(1, std::memory_order_relaxed);
 }
 
 // ClaimPair finds or adds the (cookie, stack) pair; nullptr when full.
@@ -268,13 +399,70 @@ int ModuleOf(uintptr_t pc) {
   return -1;
 }
 
-void EmitCounts(JsonWriter* w, uint64_t writes, uint64_t bytes, uint64_t first) {
+void EmitCounts(JsonWriter* w, uint64_t writes, uint64_t bytes, uint64_t first, uint64_t estimated,
+                uint64_t estimated_bytes) {
   w->Key("writes");
   w->Uint(writes);
   w->Key("bytes");
   w->Uint(bytes);
   w->Key("first_of_burst");
   w->Uint(first);
+  w->Key("estimated_writes");
+  w->Uint(estimated);
+  w->Key("estimated_bytes");
+  w->Uint(estimated_bytes);
+}
+
+// EmitSizes writes the stack's write sizes as a trace histogram (the
+// indexed encoding of EmitHistogram, histogram.h), sizes in buckets it did
+// not keep as unbucketed.
+void EmitSizes(JsonWriter* w, const StackSlot& s) {
+  uint64_t keys[kSizeBuckets], counts[kSizeBuckets];
+  int n = 0;
+  uint64_t count = s.unbucketed.load(std::memory_order_relaxed);
+  for (const SizeBucket& b : s.sizes) {
+    const uint32_t key = b.key.load(std::memory_order_acquire);
+    const uint64_t c = b.count.load(std::memory_order_relaxed);
+    if (key == 0 || c == 0) continue;
+    int at = n++;
+    for (; at > 0 && keys[at - 1] > key - 1; --at) {
+      keys[at] = keys[at - 1];
+      counts[at] = counts[at - 1];
+    }
+    keys[at] = key - 1;
+    counts[at] = c;
+    count += c;
+  }
+  w->Key("sizes");
+  w->BeginObject();
+  w->Key("unit");
+  w->String("bytes");
+  w->Key("count");
+  w->Uint(count);
+  w->Key("sum");
+  w->Uint(s.bytes.load(std::memory_order_relaxed));
+  w->Key("min");
+  w->Uint(count == 0 ? 0 : ~s.min_inverted.load(std::memory_order_relaxed));
+  w->Key("max");
+  w->Uint(s.max.load(std::memory_order_relaxed));
+  w->Key("sub_buckets");
+  w->Uint(kHistogramSubBuckets);
+  w->Key("scale");
+  w->Double(1.0);
+  if (s.unbucketed.load(std::memory_order_relaxed) != 0) {
+    w->Key("unbucketed");
+    w->Uint(s.unbucketed.load(std::memory_order_relaxed));
+  }
+  w->Key("buckets");
+  w->BeginArray();
+  for (int i = 0; i < n; ++i) {
+    w->BeginArray();
+    w->Uint(keys[i]);
+    w->Uint(counts[i]);
+    w->EndArray();
+  }
+  w->EndArray();
+  w->EndObject();
 }
 
 void EmitPair(JsonWriter* w, const PairSlot& p) {
@@ -284,11 +472,36 @@ void EmitPair(JsonWriter* w, const PairSlot& p) {
   w->Key("stack");
   w->Uint(static_cast<uint64_t>(index));
   EmitCounts(w, p.writes.load(std::memory_order_relaxed), p.bytes.load(std::memory_order_relaxed),
-             p.first.load(std::memory_order_relaxed));
+             p.first.load(std::memory_order_relaxed), p.estimated.load(std::memory_order_relaxed),
+             p.estimated_bytes.load(std::memory_order_relaxed));
   w->EndObject();
 }
 
 }  // namespace
+
+ssize_t UnwinderRead() {
+  errno = EAGAIN;
+  return -1;
+}
+
+long UnwinderWrite(const void* addr, size_t n) {
+  if (n == 0) return 0;
+  // The kernel reads the byte, as the pipe's write would: not a load of
+  // ours, which a sanitizer's poisoned stack bytes would stop.
+  char byte;
+  iovec local = {&byte, 1};
+  iovec remote = {const_cast<void*>(addr), 1};
+  if (syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) != 1) {
+    errno = EFAULT;
+    return -1;
+  }
+  return 1;
+}
+
+int UnwinderPipe() {
+  errno = EMFILE;
+  return -1;
+}
 
 CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, const char* every, const char** warning) {
   CallSiteSettings s;
@@ -300,7 +513,7 @@ CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, cons
     } else if (strcmp(mode, "all") == 0) {
       s.mode = CallSiteMode::kAll;
     } else {
-      *warning = "TCPADVISE_CALL_SITES must be off, sample or all; using off";
+      *warning = "TCPADVISE_CALL_SITES must be off, sample or all; using sample";
     }
   }
   if (first != nullptr && first[0] != '\0' && !ParseCount(first, 1u << 20, &s.first)) {
@@ -321,16 +534,22 @@ CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, cons
 void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind) {
   g_settings = settings;
   g_unwind = unwind;
+  g_every_max.store(0, std::memory_order_relaxed);
+  g_slowdowns.store(0, std::memory_order_relaxed);
+  g_window_start.store(MonotonicNs(), std::memory_order_relaxed);
+  g_window_samples.store(0, std::memory_order_relaxed);
   if (unwind == nullptr || settings.mode == CallSiteMode::kOff) {
     g_settings.mode = CallSiteMode::kOff;
-    g_call_site_first = 0;
-    g_call_site_threshold = 0;
+    g_every_now.store(0, std::memory_order_relaxed);
+    g_call_site_first.store(0, std::memory_order_relaxed);
+    g_call_site_threshold.store(0, std::memory_order_relaxed);
   } else if (settings.mode == CallSiteMode::kAll || settings.every == 1) {
-    g_call_site_first = 0;
-    g_call_site_threshold = ~uint64_t{0};
+    g_settings.mode = CallSiteMode::kAll;
+    g_every_now.store(1, std::memory_order_relaxed);
+    g_call_site_first.store(0, std::memory_order_relaxed);
+    g_call_site_threshold.store(~uint64_t{0}, std::memory_order_relaxed);
   } else {
-    g_call_site_first = settings.first;
-    g_call_site_threshold = ~uint64_t{0} / settings.every;
+    SetEvery(settings.every);
   }
 }
 
@@ -363,7 +582,10 @@ void CallSitesStart() {
   using SetCachingPolicy = int (*)(unw_addr_space_t, unw_caching_policy_t);
   auto set_caching_policy = reinterpret_cast<SetCachingPolicy>(dlsym(handle, "_ULx86_64_set_caching_policy"));
   auto* local_space = static_cast<unw_addr_space_t*>(dlsym(handle, "_ULx86_64_local_addr_space"));
-  if (set_caching_policy != nullptr && local_space != nullptr) set_caching_policy(*local_space, UNW_CACHE_PER_THREAD);
+  if (set_caching_policy != nullptr && local_space != nullptr) {
+    InsideLibunwind inside;  // its set-up (the pipe) runs here
+    set_caching_policy(*local_space, UNW_CACHE_PER_THREAD);
+  }
   dl_iterate_phdr(FindSelf, nullptr);
   // One unwind now, while the process has one thread: libunwind sets itself
   // up lazily on first use (its signal mask, its caches), racing otherwise.
@@ -372,10 +594,11 @@ void CallSitesStart() {
   CallSitesConfigure(settings, unwind);
 }
 
-void SampleCallSite(uint64_t cookie, uint64_t bytes, bool first) {
+void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first) {
   const UnwindFn unwind = g_unwind;
   if (unwind == nullptr) return;
   g_sampled.fetch_add(1, std::memory_order_relaxed);
+  if (g_settings.mode == CallSiteMode::kSample) Pace();
   void* raw[kMaxFrames + 8];
   const int n = unwind(raw, kMaxFrames + 8);
   int skip = 0;
@@ -400,10 +623,20 @@ void SampleCallSite(uint64_t cookie, uint64_t bytes, bool first) {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  const uint64_t weight = write <= g_call_site_first.load(std::memory_order_relaxed)
+                              ? 1
+                              : g_every_now.load(std::memory_order_relaxed);
   StackSlot& s = g_stacks[stack];
   s.writes.fetch_add(1, std::memory_order_relaxed);
   s.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  s.estimated.fetch_add(weight, std::memory_order_relaxed);
+  s.estimated_bytes.fetch_add(weight * bytes, std::memory_order_relaxed);
   if (first) s.first.fetch_add(1, std::memory_order_relaxed);
+  RecordSize(s, bytes);
+  LastSample& last = g_last[Mix(cookie) % kLastSlots];
+  last.cookie.store(cookie, std::memory_order_relaxed);
+  last.stack.store(static_cast<uint32_t>(stack), std::memory_order_relaxed);
+  last.write.store(write << 1 | (first ? 1 : 0), std::memory_order_release);
   PairSlot* p = ClaimPair(cookie, static_cast<uint32_t>(stack));
   if (p == nullptr) {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
@@ -411,7 +644,18 @@ void SampleCallSite(uint64_t cookie, uint64_t bytes, bool first) {
   }
   p->writes.fetch_add(1, std::memory_order_relaxed);
   p->bytes.fetch_add(bytes, std::memory_order_relaxed);
+  p->estimated.fetch_add(weight, std::memory_order_relaxed);
+  p->estimated_bytes.fetch_add(weight * bytes, std::memory_order_relaxed);
   if (first) p->first.fetch_add(1, std::memory_order_relaxed);
+}
+
+void CallSiteBurstEnded(uint64_t cookie, uint64_t write) {
+  LastSample& last = g_last[Mix(cookie) % kLastSlots];
+  const uint64_t seen = last.write.load(std::memory_order_acquire);
+  if (seen >> 1 != write || last.cookie.load(std::memory_order_relaxed) != cookie) return;
+  StackSlot& s = g_stacks[last.stack.load(std::memory_order_relaxed) % kStackSlots];
+  s.last.fetch_add(1, std::memory_order_relaxed);
+  if ((seen & 1) != 0) s.alone.fetch_add(1, std::memory_order_relaxed);
 }
 
 void CallSitesFold(uint64_t cookie, const SocketState* group) {
@@ -461,6 +705,14 @@ void EmitCallSites(JsonWriter* w) {
   w->Uint(g_settings.mode == CallSiteMode::kSample ? g_settings.first : 0);
   w->Key("every");
   w->Uint(g_settings.mode == CallSiteMode::kSample ? g_settings.every : 1);
+  w->Key("every_max");
+  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_every_max.load(std::memory_order_relaxed) : 1);
+  w->Key("every_now");
+  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_every_now.load(std::memory_order_relaxed) : 1);
+  w->Key("slowdowns");
+  w->Uint(g_slowdowns.load(std::memory_order_relaxed));
+  w->Key("budget_per_second");
+  w->Uint(kWindowBudget * (1000000000 / kWindowNs));
   w->Key("unwinder");
   w->String("libunwind");
   if (g_problem != nullptr) {
@@ -476,7 +728,9 @@ void EmitCallSites(JsonWriter* w) {
   w->Key("max_stacks");
   w->Uint(kMaxStacks);
   w->Key("memory_bytes");
-  w->Uint(sizeof(g_stacks) + sizeof(g_pairs));
+  w->Uint(sizeof(g_stacks) + sizeof(g_pairs) + sizeof(g_last));
+  w->Key("stack_bytes");
+  w->Uint(sizeof(StackSlot));
   w->Key("modules");
   w->BeginArray();
   int32_t next = 0;
@@ -517,7 +771,13 @@ void EmitCallSites(JsonWriter* w) {
     }
     w->EndArray();
     EmitCounts(w, s.writes.load(std::memory_order_relaxed), s.bytes.load(std::memory_order_relaxed),
-               s.first.load(std::memory_order_relaxed));
+               s.first.load(std::memory_order_relaxed), s.estimated.load(std::memory_order_relaxed),
+               s.estimated_bytes.load(std::memory_order_relaxed));
+    w->Key("last_of_burst");
+    w->Uint(s.last.load(std::memory_order_relaxed));
+    w->Key("alone_in_burst");
+    w->Uint(s.alone.load(std::memory_order_relaxed));
+    EmitSizes(w, s);
     w->EndObject();
   }
   w->EndArray();
@@ -560,6 +820,21 @@ void CallSitesResetForTest() {
     s.writes.store(0);
     s.bytes.store(0);
     s.first.store(0);
+    s.estimated.store(0);
+    s.estimated_bytes.store(0);
+    s.last.store(0);
+    s.alone.store(0);
+    s.min_inverted.store(0);
+    s.max.store(0);
+    s.unbucketed.store(0);
+    for (SizeBucket& b : s.sizes) {
+      b.key.store(0);
+      b.count.store(0);
+    }
+  }
+  for (LastSample& l : g_last) {
+    l.cookie.store(0);
+    l.write.store(0);
   }
   for (PairSlot& p : g_pairs) {
     p.key.store(0);
@@ -568,6 +843,8 @@ void CallSitesResetForTest() {
     p.writes.store(0);
     p.bytes.store(0);
     p.first.store(0);
+    p.estimated.store(0);
+    p.estimated_bytes.store(0);
   }
   g_stack_count.store(0);
   g_pair_count.store(0);

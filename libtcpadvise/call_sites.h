@@ -17,6 +17,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include <atomic>
 
 namespace tcpadvise {
 
@@ -28,19 +31,33 @@ enum class CallSiteMode : uint8_t { kOff, kSample, kAll };
 // CallSiteSettings come from TCPADVISE_CALL_SITES (off, sample, all),
 // TCPADVISE_CALL_SITES_FIRST (writes always sampled per socket) and
 // TCPADVISE_CALL_SITES_EVERY (then one write in this many, a power of two).
-//
-// Off unless asked for: libunwind checks frames it walks by the chain of
-// frame pointers by reading and writing one byte through a pipe of its own,
-// with read and write; a program that closed every fd (closefrom) can have
-// those numbers reused for its sockets, and then libunwind's byte goes to
-// the socket (seen as a hang in a program that closes every fd).
 struct CallSiteSettings {
-  CallSiteMode mode = CallSiteMode::kOff;
+  CallSiteMode mode = CallSiteMode::kSample;
   // A sampled write costs about 8 us (libunwind's unw_step, 10 frames):
   // 4 per connection and one in 256 keep that near 1% of a loopback RPC.
   uint64_t first = 4;
   uint64_t every = 256;
 };
+
+// t_unwinding is set while this thread is inside libunwind, with signals
+// blocked so that nothing else runs on it. libunwind 1.6.2 checks each
+// address it reads along a chain of frame pointers by writing one byte from
+// it into a pipe of its own (pipe2 once, then read and syscall(SYS_write)
+// per check); a program that closes every fd (closefrom) gets those numbers
+// back for its own files and sockets. The hooks answer these calls while
+// the flag is set without touching any fd: pipe2 fails (EMFILE), so
+// libunwind has no pipe; read finds it empty (EAGAIN); write tells whether
+// the byte is readable (process_vm_readv), as the kernel would.
+extern __thread bool t_unwinding;
+
+// Unwinding is the hooks' test.
+[[gnu::always_inline]] inline bool Unwinding() { return __builtin_expect(t_unwinding, 0); }
+
+// UnwinderRead, UnwinderWrite and UnwinderPipe answer libunwind's read,
+// write and pipe2 (-1 with errno, or 1 for a readable byte).
+ssize_t UnwinderRead();
+long UnwinderWrite(const void* addr, size_t n);
+int UnwinderPipe();
 
 // ParseCallSiteSettings reads the environment's values (nullptr when unset);
 // a bad value keeps its default and sets *warning.
@@ -51,15 +68,18 @@ CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, cons
 // n * kCallSiteScramble <= threshold (2^64 / every - 1): one write in every,
 // spread so that no period of the program's own (header, body, header...)
 // is always the one sampled, as n % every would be. Off: first 0,
-// threshold 0 (never: n * an odd number is not 0).
-extern uint64_t g_call_site_first;
-extern uint64_t g_call_site_threshold;
+// threshold 0 (never: n * an odd number is not 0). In sample mode both
+// move with the pace of sampling (call_sites.cc: Pace), so they are atomic
+// (relaxed: a plain load on the hot path).
+extern std::atomic<uint64_t> g_call_site_first;
+extern std::atomic<uint64_t> g_call_site_threshold;
 constexpr uint64_t kCallSiteScramble = 0x9e3779b97f4a7c15ull;
 
 // CallSiteDue is the hot path's test, on the socket's write count.
 [[gnu::always_inline]] inline bool CallSiteDue(uint64_t write_calls) {
-  return __builtin_expect(
-      write_calls <= g_call_site_first || write_calls * kCallSiteScramble <= g_call_site_threshold, 0);
+  return __builtin_expect(write_calls <= g_call_site_first.load(std::memory_order_relaxed) ||
+                              write_calls * kCallSiteScramble <= g_call_site_threshold.load(std::memory_order_relaxed),
+                          0);
 }
 
 // CallSitesStart reads the settings and loads libunwind; on failure call
@@ -71,9 +91,14 @@ void CallSitesStart();
 using UnwindFn = int (*)(void** frames, int max);
 void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind);
 
-// SampleCallSite records the stack of the calling write on the socket with
-// cookie; bytes were written; first tells the write opened a burst.
-[[gnu::noinline]] void SampleCallSite(uint64_t cookie, uint64_t bytes, bool first);
+// SampleCallSite records the stack of the calling write, the socket's
+// write-th, on the socket with cookie; bytes were written; first tells the
+// write opened a burst.
+[[gnu::noinline]] void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first);
+
+// CallSiteBurstEnded tells that the socket's write-th write (a sampled one:
+// CallSiteDue(write)) was the last of its burst: the next one opened a burst.
+[[gnu::noinline]] void CallSiteBurstEnded(uint64_t cookie, uint64_t write);
 
 // CallSitesFold moves a closed socket's counts to the group it is folded
 // into (group: that group's entry, which lives as long as the process).

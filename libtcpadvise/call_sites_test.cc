@@ -49,7 +49,7 @@ TEST(CallSiteSettingsTest, ParsesAndRejects) {
   EXPECT_EQ(s.every, 128u);
   s = ParseCallSiteSettings("most", "-1", "100", &warning);
   EXPECT_NE(warning, nullptr);
-  EXPECT_EQ(s.mode, CallSiteMode::kOff);
+  EXPECT_EQ(s.mode, CallSiteMode::kSample);
   EXPECT_EQ(s.first, 4u);
   EXPECT_EQ(s.every, 256u);
 }
@@ -73,10 +73,10 @@ TEST_F(CallSitesTest, DeduplicatesStacksAndCountsPerSocket) {
   g_fake_depth = 2;
   g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
   g_fake_frames[1] = reinterpret_cast<void*>(&Emit);
-  for (int i = 0; i < 3; ++i) SampleCallSite(7, 10, i == 0);
+  for (int i = 0; i < 3; ++i) SampleCallSite(7, 1, 10, i == 0);
   g_fake_frames[1] = reinterpret_cast<void*>(&CallSiteDue);
-  SampleCallSite(7, 100, false);
-  SampleCallSite(9, 5, true);
+  SampleCallSite(7, 1, 100, false);
+  SampleCallSite(9, 1, 5, true);
   SocketState socket;
   socket.id.cookie = 7;
   const std::string json = Emit(&socket, true);
@@ -95,11 +95,44 @@ TEST_F(CallSitesTest, DeduplicatesStacksAndCountsPerSocket) {
   EXPECT_NE(json.find("\"build_id\":\""), std::string::npos) << json;
 }
 
+TEST_F(CallSitesTest, SizesAndBurstPositionsPerStack) {
+  g_fake_depth = 1;
+  g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
+  // Socket 5: writes 1 (4 B, opens), 2 (8 B), then write 3 opens the next
+  // burst: write 2 was last. Then 9 more sizes, one more than kept.
+  SampleCallSite(5, 1, 4, true);
+  SampleCallSite(5, 2, 8, false);
+  CallSiteBurstEnded(5, 2);
+  SampleCallSite(5, 3, 4, true);
+  CallSiteBurstEnded(5, 3);  // alone in its burst
+  CallSiteBurstEnded(5, 1);  // not the socket's last sampled write: nothing
+  for (uint64_t size = 1000; size < 10000; size += 1000) SampleCallSite(5, 4, size, false);
+  const std::string json = Emit(nullptr, false);
+  EXPECT_NE(json.find("\"last_of_burst\":2,\"alone_in_burst\":1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"sizes\":{\"unit\":\"bytes\",\"count\":12,\"sum\":45016,\"min\":4,\"max\":9000,"),
+            std::string::npos)
+      << json;
+  // 4 B twice and 8 B in their own buckets, ascending; 6 of the 9 large sizes kept, 3 unbucketed.
+  EXPECT_NE(json.find("\"unbucketed\":3,\"buckets\":[[4,2],[8,1],"), std::string::npos) << json;
+}
+
+TEST_F(CallSitesTest, TooManySamplesHalveTheRateAndWeighTheirWrites) {
+  CallSitesConfigure(CallSiteSettings{CallSiteMode::kSample, 0, 8}, FakeUnwind);
+  g_fake_depth = 1;
+  g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
+  // 200 samples fit a window of 100 ms; the 201st halves the rate at once.
+  for (uint64_t n = 1; n <= 201; ++n) SampleCallSite(1, 100 + n, 1, false);
+  const std::string json = Emit(nullptr, false);
+  EXPECT_NE(json.find("\"every_max\":16,\"every_now\":16,\"slowdowns\":1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"estimated_writes\":1616,"), std::string::npos) << json;  // 200 x 8 + 16
+  EXPECT_EQ(g_call_site_threshold.load(), ~uint64_t{0} / 16);
+}
+
 TEST_F(CallSitesTest, FoldMovesASocketsCountsToItsGroup) {
   g_fake_depth = 1;
   g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
-  SampleCallSite(11, 4, true);
-  SampleCallSite(12, 6, true);
+  SampleCallSite(11, 1, 4, true);
+  SampleCallSite(12, 1, 6, true);
   SocketState group;
   CallSitesFold(11, &group);
   CallSitesFold(12, &group);
@@ -115,9 +148,9 @@ TEST_F(CallSitesTest, FoldMovesASocketsCountsToItsGroup) {
 TEST_F(CallSitesTest, UnknownCodeAndEmptyStacksFailOpen) {
   g_fake_depth = 1;
   g_fake_frames[0] = reinterpret_cast<void*>(uintptr_t{0x10});  // no module holds it (JIT, garbage)
-  SampleCallSite(1, 1, true);
+  SampleCallSite(1, 1, 1, true);
   g_fake_depth = 0;
-  SampleCallSite(1, 1, true);
+  SampleCallSite(1, 1, 1, true);
   const std::string json = Emit(nullptr, false);
   EXPECT_NE(json.find("\"frames\":[[-1,16]]"), std::string::npos) << json;
   EXPECT_NE(json.find("\"unwind_failures\":1"), std::string::npos) << json;
@@ -127,7 +160,7 @@ TEST_F(CallSitesTest, FullTablesCountWhatTheyDrop) {
   g_fake_depth = 1;
   for (uintptr_t i = 0; i < 600; ++i) {
     g_fake_frames[0] = reinterpret_cast<void*>(0x1000 + i);
-    SampleCallSite(1 + i % 3, 1, false);
+    SampleCallSite(1 + i % 3, 1, 1, false);
   }
   const std::string json = Emit(nullptr, false);
   EXPECT_NE(json.find("\"dropped_writes\":88"), std::string::npos) << json;
@@ -138,7 +171,7 @@ TEST_F(CallSitesTest, RealUnwinderNamesThisFunction) {
   if (handle == nullptr) GTEST_SKIP() << "libunwind.so.8 is not installed";
   CallSitesConfigure(CallSiteSettings{CallSiteMode::kAll, 0, 1},
                      reinterpret_cast<UnwindFn>(dlsym(handle, "unw_backtrace")));
-  SampleCallSite(3, 8, true);
+  SampleCallSite(3, 1, 8, true);
   const std::string json = Emit(nullptr, false);
   EXPECT_NE(json.find("\"unwind_failures\":0"), std::string::npos) << json;
   EXPECT_NE(json.find("\"frames\":[[0,"), std::string::npos) << json;

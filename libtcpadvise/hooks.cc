@@ -45,8 +45,12 @@ template <typename Count, typename Call>
     count = iovcnt;
   }
   s->OnWrite(api, result, result < 0 ? errno : 0, count, start, syscall_ticks);
-  if (CallSiteDue(s->stats.write_calls.Get()) && result > 0) {
-    SampleCallSite(s->id.cookie, static_cast<uint64_t>(result), s->stats.burst_open_writes.Get() == 1);
+  if (result > 0) {
+    const uint64_t write = s->stats.write_calls.Get();
+    const bool opened = s->stats.burst_open_writes.Get() == 1;
+    // The previous write ended its burst if this one opened one.
+    if (opened && write > 1 && CallSiteDue(write - 1)) CallSiteBurstEnded(s->id.cookie, write - 1);
+    if (CallSiteDue(write)) SampleCallSite(s->id.cookie, write, static_cast<uint64_t>(result), opened);
   }
   MaybeSnapshot(start);
   return result;
@@ -371,6 +375,7 @@ ssize_t Sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) {
 }
 
 ssize_t Read(int fd, void* buf, size_t n) {
+  if (Unwinding()) return UnwinderRead();  // libunwind's check of an address (call_sites.h)
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return LibcRead(fd, buf, n);
   return TrackedRead(s, fd, ReadApi::kRead, 0, [=] { return LibcRead(fd, buf, n); });
@@ -618,6 +623,8 @@ long Syscall(long number, long a, long b, long c, long d, long e, long f) {
     case SYS_dup:
       return AfterDup(static_cast<int>(a), static_cast<int>(call()));
     case SYS_write:
+      if (Unwinding()) return UnwinderWrite(reinterpret_cast<const void*>(b), static_cast<size_t>(c));
+      [[fallthrough]];
     case SYS_writev:
     case SYS_pwritev:
     case SYS_pwritev2:
@@ -676,6 +683,11 @@ ssize_t Splice(int fd_in, off64_t* off_in, int fd_out, off64_t* off_out, size_t 
 }
 
 int NewFile(int fd) { return NewFd(fd); }
+
+int Pipe2(int fds[2], int flags) {
+  if (Unwinding()) return UnwinderPipe();  // libunwind's own pipe (call_sites.h)
+  return Pipe(fds, Real(g_real.pipe2)(fds, flags));
+}
 
 int Pipe(int fds[2], int result) {
   if (result == 0) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 
+#include "call_sites.h"
 #include "policy_test_util.h"
 #include "socket_table.h"
 
@@ -32,6 +33,40 @@ TEST_F(HooksTest, SendmsgWithABadMsghdrGetsEfaultOnATrackedSocket) {
   EXPECT_EQ(g_table.Lookup(pair.client)->stats.write_calls.Get(), 3u);
   EXPECT_EQ(hooks::Close(pair.client), 0);
   pair.client = -1;
+}
+
+// libunwind's check of an address (call_sites.h) is answered without any
+// fd: here the numbers it would use are a pipe of the program's, which
+// keeps its byte and gets none.
+TEST_F(HooksTest, LibunwindsPipeCallsTouchNoFd) {
+  int app[2];
+  ASSERT_EQ(pipe2(app, O_NONBLOCK), 0);
+  ASSERT_EQ(write(app[1], "x", 1), 1);
+  char byte = 0;
+  int fds[2] = {-1, -1};
+  t_unwinding = true;
+  errno = 0;
+  const ssize_t read_result = hooks::Read(app[0], &byte, 1);
+  const int read_errno = errno;
+  const long readable = hooks::Syscall(SYS_write, app[1], reinterpret_cast<long>(&byte), 1, 0, 0, 0);
+  const long unreadable = hooks::Syscall(SYS_write, app[1], 16, 1, 0, 0, 0);
+  const int write_errno = errno;
+  const int pipe_result = hooks::Pipe2(fds, O_CLOEXEC);
+  const int pipe_errno = errno;
+  t_unwinding = false;
+  EXPECT_EQ(read_result, -1);
+  EXPECT_EQ(read_errno, EAGAIN);
+  EXPECT_EQ(readable, 1);
+  EXPECT_EQ(unreadable, -1);
+  EXPECT_EQ(write_errno, EFAULT);
+  EXPECT_EQ(pipe_result, -1);
+  EXPECT_EQ(pipe_errno, EMFILE);
+  EXPECT_EQ(fds[0], -1);
+  char got[4];
+  EXPECT_EQ(read(app[0], got, sizeof(got)), 1);  // the program's byte, and only it
+  EXPECT_EQ(got[0], 'x');
+  close(app[0]);
+  close(app[1]);
 }
 
 TEST_F(HooksTest, SyscallCloseIsSeenLikeClose) {

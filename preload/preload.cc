@@ -195,7 +195,7 @@ TCPADVISE_EXPORT int creat64(const char* path, mode_t mode) {
   return h::NewFile(t::Real(t::g_real.creat64)(path, mode));
 }
 TCPADVISE_EXPORT int pipe(int fds[2]) { return h::Pipe(fds, t::Real(t::g_real.pipe)(fds)); }
-TCPADVISE_EXPORT int pipe2(int fds[2], int flags) { return h::Pipe(fds, t::Real(t::g_real.pipe2)(fds, flags)); }
+TCPADVISE_EXPORT int pipe2(int fds[2], int flags) { return h::Pipe2(fds, flags); }
 TCPADVISE_EXPORT int socketpair(int domain, int type, int protocol, int fds[2]) {
   return h::Pipe(fds, t::Real(t::g_real.socketpair)(domain, type, protocol, fds));
 }

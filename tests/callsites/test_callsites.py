@@ -102,6 +102,13 @@ def test_c_client_names_both_writers_with_lines_and_counts(tmp_path, port):
     assert nagle, report["findings"]
     assert f"client.c:{header['line']}" in nagle[0]["recommendation"]["code"]
     assert f"write_header (client.c:{header['line']})" in text and f"write_body (client.c:{body['line']})" in text
+    # Per stack: the sizes written and where in the burst (the last body ends no burst: the client closes).
+    assert (header["sizes"]["min"], header["sizes"]["max"], header["sizes"]["count"]) == (8, 8, REQUESTS)
+    assert (body["sizes"]["min"], body["sizes"]["max"]) == (32, 32)
+    assert header["burst_position"] == {"first": 1.0, "middle": 0.0, "last": 0.0, "alone": 0.0}
+    assert body["burst_position"]["last"] == round((REQUESTS - 1) / REQUESTS, 3) and body["burst_position"]["first"] == 0
+    assert f"write_header (client.c:{header['line']}): {REQUESTS} writes of 8 B, first of burst" in text
+    assert f"write_body (client.c:{body['line']}): {REQUESTS} writes of 32 B, last of burst" in text
 
 
 def test_sampling_names_the_writers_and_scales_counts(tmp_path, port):
@@ -112,6 +119,51 @@ def test_sampling_names_the_writers_and_scales_counts(tmp_path, port):
     # The first 4 writes of 40 sampled (header, body, header, body), then about one in 256: scaled to the socket's 40.
     assert sum(site["sampled_writes"] for site in sites) < 2 * REQUESTS
     assert sum(site["writes"] for site in sites) == 2 * REQUESTS
+
+
+@pytest.mark.parametrize("mode", ["sample", "all"])
+def test_program_that_closes_every_fd_keeps_its_bytes(tmp_path, mode):
+    """closefrom(3), then sockets on the lowest numbers, in rounds: numbers
+    libunwind's own pipe had in 1.6.2. With sampling on (the default) every
+    byte arrives intact, nothing extra, no hang (SO_RCVTIMEO 10 s, timeout)."""
+    program = build("gcc", tmp_path / "fdreuse", "-g", "-O1", str(HERE / "fdreuse.c"))
+    out = tmp_path / "traces"
+    out.mkdir()
+    env = shim_env(out)
+    if mode == "all":
+        env["TCPADVISE_CALL_SITES"] = mode
+    else:
+        env.pop("TCPADVISE_CALL_SITES", None)  # the default
+    result = run([program, "3", "200"], env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "3 rounds of 200 messages intact" in result.stdout
+    (trace,) = load_traces(out).values()
+    info = trace["call_sites"]
+    assert info["mode"] == mode and info["sampled_writes"] > 0 and info["unwind_failures"] == 0
+    report = invoke("report", "--format", "json", out)
+    assert report.exit_code == 0, report.output
+    functions = {site["function"] for s in json.loads(report.stdout)["sockets"] for site in s.get("call_sites", [])}
+    assert {"send_message", "send_answer"} <= functions, functions
+
+
+def test_sampling_slows_down_past_its_budget_and_scales_honestly(tmp_path):
+    """One write in 2 asked for, thousands of writes a second: the shim doubles the interval
+    (more than 2000 samples a second) and each sample counts for the writes of its rate."""
+    program = build("gcc", tmp_path / "fdreuse", "-g", "-O1", str(HERE / "fdreuse.c"))
+    out = tmp_path / "traces"
+    out.mkdir()
+    env = shim_env(out, TCPADVISE_CALL_SITES="sample", TCPADVISE_CALL_SITES_EVERY="2")
+    result = run([program, "2", "3000"], env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    (trace,) = load_traces(out).values()
+    info = trace["call_sites"]
+    assert info["slowdowns"] >= 1 and info["every_max"] > 2, info
+    assert info["sampled_writes"] < 12000 / 2
+    report = json.loads(invoke("report", "--format", "json", out).stdout)
+    writers = [s for s in report["sockets"] if s.get("call_sites")]
+    assert len(writers) >= 2  # each round's client and server side
+    for s in writers:
+        assert abs(sum(site["writes"] for site in s["call_sites"]) - s["writes"]["calls"]) <= len(s["call_sites"])
 
 
 def test_stripped_binary_gives_module_offset_and_build_id(tmp_path, port):
@@ -129,6 +181,18 @@ def test_stripped_binary_gives_module_offset_and_build_id(tmp_path, port):
     # Offline, the unstripped build (same code, same offsets) names them.
     named = {Symbolizer().resolve({"path": client}, site["offset"])["function"] for site in sites}
     assert named == {"write_header", "write_body"}
+
+
+def test_inlined_function_is_named_with_the_one_it_was_inlined_into(tmp_path, port):
+    if shutil.which("addr2line") is None:
+        pytest.skip("addr2line (binutils) is not installed: inlined frames need it")
+    client = build("gcc", tmp_path / "inlined", "-g", "-O2", str(HERE / "inlined.c"))
+    report, _ = record_report(tmp_path, [client, str(port), str(REQUESTS)])
+    (site,) = client_sites(report)
+    assert (site["function"], site["line"]) == ("put_frame", line_of("inlined.c", "inlined-write"))
+    frame = next(f for f in site["stack"] if f["function"] == "put_frame")
+    assert frame["inlined_by"][0]["function"] == "send_request"
+    assert frame["inlined_by"][0]["line"] == line_of("inlined.c", "inlined-call")
 
 
 def test_cpp_names_are_demangled(tmp_path, port):
@@ -168,6 +232,38 @@ def test_python_frames_are_the_interpreters(tmp_path, port):
     # The socket module's C functions, named, not garbage.
     assert any(name and name.startswith("sock_send") for name in functions), functions
     assert all(site["module"] and ("python" in site["module"].lower() or "_socket" in site["module"]) for site in sites)
+
+
+NODE_CLIENT = """
+const net = require('net');
+const [port, n] = [Number(process.argv[2]), Number(process.argv[3])];
+const s = net.connect(port, '127.0.0.1', () => {
+  let got = 0;
+  const send = () => { s.write(Buffer.alloc(8, 'h')); s.write(Buffer.alloc(32, 'b')); };
+  s.on('data', (d) => { got += d.length; if (got >= n) s.destroy(); else send(); });
+  send();
+});
+"""
+
+
+def test_nodejs_names_the_first_native_frame_and_jit_code_as_unknown(tmp_path, port):
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("Node.js is not installed (scripts/install-deps.sh installs nodejs)")
+    script = tmp_path / "client.js"
+    script.write_text(NODE_CLIENT)
+    report, text = record_report(tmp_path, [node, str(script), str(port), str(REQUESTS)])
+    sites = client_sites(report)
+    assert sum(site["writes"] for site in sites) >= REQUESTS  # libuv may join a request's two writes
+    for site in sites:
+        # The first frame outside libc and the shim: libuv's write in the node binary, named.
+        assert site["function"] and site["function"].startswith("uv__") and site["module"].endswith("node"), site
+        for frame in site["stack"]:
+            # Each frame is a named function of a module, or code in no module (V8's JIT) said so.
+            assert frame["function"] or frame["module"], frame
+            if frame["module"] is None:
+                assert frame["function"] == "[unknown code: JIT or unmapped]"
+    assert any(frame["module"] is None for site in sites for frame in site["stack"]), "no JIT frame seen"
 
 
 def test_static_binary_is_blind(tmp_path, port):

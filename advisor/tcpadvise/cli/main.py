@@ -136,12 +136,11 @@ def cli() -> None:
 @click.option(
     "--call-sites",
     type=click.Choice(["off", "sample", "all"]),
-    default="off",
+    default="sample",
     show_default=True,
     help="Which writes have their call stack taken, so that the report names the code that "
     "writes: sample (a socket's first 4 writes, then about one in 256), all (every write: "
-    "exact counts, about 8 us a write), or off. Not for a program that closes every fd "
-    "(closefrom): libunwind keeps a pipe of its own (README, Call sites).",
+    "exact counts, a few us a write), or off (README, Call sites).",
 )
 @click.option(
     "--metrics-file",
@@ -184,7 +183,7 @@ def record_command(
     promises). The traces say which rule matched each socket and what the
     policy did.
 
-    With --call-sites the shim also samples the call stacks of writes: the
+    The shim also samples the call stacks of writes (--call-sites): the
     report names, per socket group and in each finding, the function and
     file:line that writes (module+offset when the binary has no symbols),
     read from the binaries on this machine, matched by build-id.

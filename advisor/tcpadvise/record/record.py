@@ -28,7 +28,7 @@ def record(
     warn: Callable[[str], None],
     policy: str | None = None,
     experiment: str | None = None,
-    call_sites: str = "off",
+    call_sites: str = "sample",
     metrics_file: Path | None = None,
 ) -> dict:
     """Run `command` with the shim preloaded, wait for it, write and return the record manifest.

@@ -17,6 +17,8 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import NoteSection, SymbolTableSection
 
+from ..model.hist import ranges
+
 # Modules whose frames are never the one a finding names: libc and the loader, the sanitizer
 # runtimes, and the shim itself (the program's code is what calls them).
 _RUNTIME_PREFIXES = ("libc.so", "libc-", "libpthread", "ld-linux", "libasan", "libtsan", "libubsan", "libtcpadvise")
@@ -105,35 +107,51 @@ class Symbolizer:
         names = demangle([name for name in (_symbol(elf, pc) for pc in pcs) if name])
         answers = []
         for index, (offset, pc) in enumerate(zip(offsets, pcs)):
-            function, file, line = found[index] if found else (None, None, None)
+            function, file, line, inlined_by = found[index] if found else (None, None, None, [])
             if function is None:
                 symbol = _symbol(elf, pc)
                 function = names.get(symbol, symbol) if symbol else None
             if file is None and elf.has_dwarf and not found:
                 file, line = _line(elf, pc)
-            answers.append(_frame(path, function, file, line, offset))
+            frame = _frame(path, function, file, line, offset)
+            if inlined_by:
+                frame["inlined_by"] = [{"function": f, "file": fl, "line": ln} for f, fl, ln in inlined_by]
+            answers.append(frame)
         return answers
 
     def _addr2line_lookup(self, path: str, pcs: list[int]) -> list[tuple] | None:
+        """(function, file, line, inlined_by) per pc: the innermost function DWARF places there,
+        and the functions it was inlined into, outward, as (function, file, line) each."""
         try:
             out = subprocess.run(
-                [self._addr2line, "-C", "-f", "-e", path, *(hex(pc) for pc in pcs)],
+                [self._addr2line, "-a", "-i", "-C", "-f", "-e", path, *(hex(pc) for pc in pcs)],
                 capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S,
             ).stdout.splitlines()
         except (OSError, subprocess.SubprocessError):
             return None
-        if len(out) != 2 * len(pcs):
+        groups: list[list[str]] = []
+        for text in out:
+            if text.startswith("0x") and " " not in text:
+                groups.append([])
+            elif groups:
+                groups[-1].append(text)
+        if len(groups) != len(pcs) or any(not g or len(g) % 2 for g in groups):
             return None
         result = []
-        for function, where in zip(out[0::2], out[1::2]):
-            file, _, line = where.rpartition(":")
-            line = line.split(" ", 1)[0]
-            result.append((
-                None if function == "??" else function,
-                None if file in ("??", "") else file,
-                int(line) if line.isdigit() and line != "0" else None,
-            ))
+        for lines in groups:
+            frames = [_place(function, where) for function, where in zip(lines[0::2], lines[1::2])]
+            result.append((*frames[0], frames[1:]))
         return result
+
+
+def _place(function: str, where: str) -> tuple:
+    file, _, line = where.rpartition(":")
+    line = line.split(" ", 1)[0]
+    return (
+        None if function == "??" else function,
+        None if file in ("??", "") else file,
+        int(line) if line.isdigit() and line != "0" else None,
+    )
 
 
 def _frame(module: str | None, function: str | None, file: str | None, line: int | None, offset: int) -> dict:
@@ -210,8 +228,12 @@ def socket_call_sites(trace: dict, socket: dict, symbolizer: Symbolizer) -> list
     sampled = sum(entry["writes"] for entry in own)
     if not sampled:
         return []
+    # Each sample stands for the writes of its rate (estimated_writes, traces since adaptive
+    # sampling): the shares of the socket's write count, which they are scaled to.
+    weight = {"writes": "estimated_writes", "bytes": "estimated_bytes"} if all("estimated_writes" in e for e in own) else {"writes": "writes", "bytes": "bytes"}
+    estimated = sum(entry[weight["writes"]] for entry in own)
     calls = socket.get("writes", {}).get("calls", sampled)
-    scale = calls / sampled if info.get("mode") == "sample" and calls >= sampled else 1.0
+    scale = calls / estimated if info.get("mode") == "sample" and estimated and calls >= sampled else 1.0
     sites = []
     for entry in own:
         frames = [
@@ -222,13 +244,39 @@ def socket_call_sites(trace: dict, socket: dict, symbolizer: Symbolizer) -> list
         sites.append({
             **named,
             "build_id": _build_id_of(modules, stacks[entry["stack"]]["frames"], frames, named),
-            "writes": round(entry["writes"] * scale),
-            "bytes": round(entry["bytes"] * scale),
+            "writes": round(entry[weight["writes"]] * scale) if scale != 1.0 else entry["writes"],
+            "bytes": round(entry[weight["bytes"]] * scale) if scale != 1.0 else entry["bytes"],
             "sampled_writes": entry["writes"],
             "first_of_burst": entry["first_of_burst"],
+            **stack_shape(stacks[entry["stack"]]),
             "stack": frames,
         })
     return sorted(sites, key=lambda site: -site["writes"])
+
+
+def stack_shape(stack: dict) -> dict:
+    """What a stack's sampled writes look like, over the whole process: `sizes`, its write-size
+    histogram (trace encoding), and `burst_position`, the share of them that were first, middle,
+    last or alone in their burst (null for traces without it)."""
+    writes = stack.get("writes", 0)
+    if "last_of_burst" not in stack or not writes:
+        return {"sizes": stack.get("sizes"), "burst_position": None}
+    first, last, alone = stack["first_of_burst"] - stack["alone_in_burst"], stack["last_of_burst"] - stack["alone_in_burst"], stack["alone_in_burst"]
+    middle = max(writes - first - last - alone, 0)
+    position = {"first": first, "middle": middle, "last": last, "alone": alone}
+    return {"sizes": stack.get("sizes"), "burst_position": {k: round(v / writes, 3) for k, v in position.items()}}
+
+
+def size_words(sizes: dict | None, limit: int = 3) -> str:
+    """`4 and 8 B`: the sizes a site writes, most frequent first (a bucket's low edge above 255 B)."""
+    if not sizes or not sizes.get("count"):
+        return ""
+    buckets = sorted(ranges(sizes), key=lambda bucket: -bucket[2])
+    values = sorted(int(low) for low, _, _ in buckets[:limit])
+    if sizes.get("unbucketed") or len(buckets) > limit:
+        return f"{int(sizes['min'])} to {int(sizes['max'])} B"
+    words = [str(v) for v in values]
+    return (" and ".join(words) if len(words) <= 2 else ", ".join(words[:-1]) + " and " + words[-1]) + " B"
 
 
 def _build_id_of(modules: list[dict], raw: list, frames: list[dict], named: dict) -> str | None:
@@ -267,12 +315,28 @@ def call_sites_sentence(sites: list[dict], limit: int = 3) -> str:
     more = f" and {len(sites) - limit} more" if len(sites) > limit else ""
     if len(named) == 1:
         return f"The writes come from {named[0]}."
-    return f"The writes come from {', '.join(named[:-1])}{'' if more else ' and'} {named[-1]}{more}: merge them into one write (writev) where they belong to one message."
+    places = [_place_text(site) for site in sites[:limit]]
+    return (f"The writes come from {', '.join(named[:-1])}{'' if more else ' and'} {named[-1]}{more}: "
+            f"merge the writes at {', '.join(places[:-1])} and {places[-1]} into one writev where they belong to one message.")
+
+
+def _place_text(site: dict) -> str:
+    """`client.c:42`, or the site's text when it has no line."""
+    if site["file"] and site["line"]:
+        return f"{os.path.basename(site['file'])}:{site['line']}"
+    return site_text(site)
 
 
 def call_site_line(site: dict) -> str:
-    """One site for the text report: where, how many writes of what mean size, how many opened a burst."""
+    """One site for the text report: where, how many writes of which sizes, where in their burst."""
     mean = site["bytes"] / site["writes"] if site["writes"] else 0
-    first = site["first_of_burst"] / site["sampled_writes"] if site["sampled_writes"] else 0
-    position = "first of burst" if first >= 0.9 else "later in burst" if first <= 0.1 else f"{first:.0%} first of burst"
-    return f"{site_text(site)}: {site['writes']} writes, {mean:.0f} B mean, {position}"
+    sizes = size_words(site.get("sizes")) or f"{mean:.0f} B mean"
+    shares = site.get("burst_position")
+    if shares:
+        word, share = max(shares.items(), key=lambda item: item[1])
+        names = {"first": "first of burst", "middle": "mid-burst", "last": "last of burst", "alone": "alone in its burst"}
+        position = names[word] if share >= 0.9 else ", ".join(f"{v:.0%} {names[k]}" for k, v in shares.items() if v)
+    else:
+        first = site["first_of_burst"] / site["sampled_writes"] if site["sampled_writes"] else 0
+        position = "first of burst" if first >= 0.9 else "later in burst" if first <= 0.1 else f"{first:.0%} first of burst"
+    return f"{site_text(site)}: {site['writes']} writes of {sizes}, {position}"
