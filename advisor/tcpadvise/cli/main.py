@@ -1,6 +1,7 @@
 """The tcpadvise command line: thin click commands over record, traces and report."""
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -16,7 +17,7 @@ from ..model.metrics import METRICS
 from ..model.report import build_report
 from ..policy.config import BUILTIN_POLICIES, check_config, write_policy_config
 from ..record.record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
-from ..render.json import render_json
+from ..render.json import dumps, render_json
 from ..render.text import render_ab_text, render_text
 from ..rules.advice import advise
 from ..rules.calibration import load_calibration
@@ -59,6 +60,9 @@ interval_option = click.option(
     metavar="SECONDS",
     help="How often a running process rewrites its trace as a snapshot.",
 )
+
+# DAMAGED_EXIT: report was written, but damaged traces among the inputs were skipped.
+DAMAGED_EXIT = 3
 
 
 class _TcpadviseGroup(click.Group):
@@ -291,11 +295,19 @@ def report_command(
     JSON without a tcpadvise schema, such as a report saved there) is
     skipped with a warning. A file named on its own that is not a trace, a
     trace of an unknown version or invalid, a bad rule file or
-    calibration, is an error: one line on stderr, exit status 2.
+    calibration, is an error: one line on stderr, exit status 2. A damaged
+    trace (invalid, cut short, of an unknown version) among good ones is
+    skipped with a warning naming the file and the field: the report is
+    written from the others and the exit status is 3.
+
+    \b
+    Exit status: 0 every trace read; 2 an error (nothing written);
+    3 the report written, but damaged traces were skipped.
     """
     rulebook = load_rulebook(rule_files)
     measured = load_calibration(calibration) if calibration is not None else None
-    report = build_report(load_inputs(paths))
+    inputs = load_inputs(paths)
+    report = build_report(inputs)
     report.findings = advise(report, rulebook, measured)
     if policy_file is not None:
         config = write_policy_config(policy_file, report.findings)
@@ -308,6 +320,9 @@ def report_command(
         click.echo(render_json(report), nl=False)
     else:
         render_text(report, Console(highlight=False))
+    if inputs.damaged:
+        _warn(f"{len(inputs.damaged)} damaged trace(s) skipped (exit status {DAMAGED_EXIT}); see the warnings")
+        sys.exit(DAMAGED_EXIT)
 
 
 @cli.group(name="rules")
@@ -479,7 +494,7 @@ def ab_report_command(output_format: str, experiment: str | None, min_effect: fl
     """
     report = build_ab_report(load_inputs(paths), experiment, min_effect)
     if output_format == "json":
-        click.echo(json.dumps(report, indent=2))
+        click.echo(dumps(report), nl=False)
     else:
         render_ab_text(report, Console(highlight=False))
 
