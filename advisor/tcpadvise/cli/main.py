@@ -1,6 +1,5 @@
 """The tcpadvise command line: thin click commands over record, traces and report."""
 
-import json
 import sys
 from pathlib import Path
 

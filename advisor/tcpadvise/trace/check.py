@@ -40,7 +40,11 @@ def _value_problem(path: tuple, value) -> str | None:
     if isinstance(value, dict):
         if isinstance(value.get("buckets"), list):
             return _histogram_problem(value)
-        if "tcp_info" in path and "samples" in value and not (isinstance(value["samples"], int) and value["samples"] >= 1):
+        if (
+            "tcp_info" in path
+            and "samples" in value
+            and not (isinstance(value["samples"], int) and value["samples"] >= 1)
+        ):
             return "samples must be at least 1"
     return None
 
@@ -64,12 +68,16 @@ def _histogram_problem(histogram: dict) -> str | None:
 
 
 def _ints(bucket, length: int) -> bool:
-    return isinstance(bucket, list) and len(bucket) == length and all(
-        isinstance(part, int) and not isinstance(part, bool) for part in bucket
+    return (
+        isinstance(bucket, list)
+        and len(bucket) == length
+        and all(isinstance(part, int) and not isinstance(part, bool) for part in bucket)
     )
 
 
 def _numbers(bucket, length: int) -> bool:
-    return isinstance(bucket, list) and len(bucket) == length and all(
-        isinstance(part, (int, float)) and not isinstance(part, bool) for part in bucket
+    return (
+        isinstance(bucket, list)
+        and len(bucket) == length
+        and all(isinstance(part, (int, float)) and not isinstance(part, bool) for part in bucket)
     )

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import jsonschema
 
-from . import check
 from ..errors import (
     BadInputError,
     InvalidTraceError,
@@ -26,6 +25,7 @@ from ..errors import (
     NoTracesError,
     UnknownSchemaError,
 )
+from . import check
 
 TRACE_SCHEMA = "tcpadvise.trace/1"
 RECORD_SCHEMA = "tcpadvise.record/1"
