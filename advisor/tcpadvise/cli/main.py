@@ -22,6 +22,7 @@ from ..rules.advice import advise
 from ..rules.calibration import load_calibration
 from ..rules.rulebook import builtin_rule_files, check_rule_files, load_rulebook
 from ..trace.reader import load_inputs
+from .version import version_text
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -75,7 +76,21 @@ class _TcpadviseGroup(click.Group):
             ctx.exit(error.exit_code)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_text())
+        ctx.exit(0)
+
+
 @click.group(cls=_TcpadviseGroup, context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Print the CLI's version, the shim 'record' would preload and the schema versions known, then exit.",
+)
 def cli() -> None:
     """Record how an unmodified program uses TCP, then report on it.
 

@@ -1,0 +1,25 @@
+"""version_text: what `tcpadvise --version` prints: the CLI, the shim it would preload, the schemas."""
+
+import importlib.metadata
+
+from ..errors import ShimNotFoundError
+from ..record.shim import find_shim
+from ..trace.reader import KNOWN_SCHEMAS
+
+PACKAGE = "tcpadvise"
+
+
+def version_text() -> str:
+    """Three lines: CLI version; the shim's path (it has no version string of its own); schema ids."""
+    try:
+        cli_version = importlib.metadata.version(PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        cli_version = "unknown (not installed; running from a source tree)"
+    try:
+        shim = str(find_shim())
+    except ShimNotFoundError as error:
+        shim = f"not found ({error})"
+    from .. import schemas
+
+    known = sorted({*KNOWN_SCHEMAS, *schemas.SCHEMA_FILES})
+    return f"tcpadvise {cli_version}\nshim: {shim}\nschemas: {', '.join(known)}"
