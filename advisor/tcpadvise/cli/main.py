@@ -17,6 +17,7 @@ from ..model.report import build_report
 from ..policy.config import BUILTIN_POLICIES, check_config, write_policy_config
 from ..record.record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
 from ..render.json import dumps, render_json
+from ..render.printable import neutralised, neutralised_report
 from ..render.text import render_ab_text, render_text
 from ..rules.advice import advise
 from ..rules.calibration import load_calibration
@@ -333,7 +334,8 @@ def report_command(
     if output_format == "json":
         click.echo(render_json(report), nl=False)
     else:
-        render_text(report, Console(highlight=False))
+        # markup=False: a program named '[bold]' is a name, not rich markup.
+        render_text(neutralised_report(report), Console(highlight=False, markup=False))
     if inputs.damaged:
         _warn(f"{len(inputs.damaged)} damaged trace(s) skipped (exit status {DAMAGED_EXIT}); see the warnings")
         sys.exit(DAMAGED_EXIT)
@@ -510,7 +512,7 @@ def ab_report_command(output_format: str, experiment: str | None, min_effect: fl
     if output_format == "json":
         click.echo(dumps(report), nl=False)
     else:
-        render_ab_text(report, Console(highlight=False))
+        render_ab_text(neutralised(report), Console(highlight=False, markup=False))
 
 
 @cli.command(name="bench")
