@@ -1,8 +1,7 @@
 """Text output shows a traced program's control characters escaped, never raw."""
 
-from testlib import invoke
-
 from tcpadvise.render.printable import printable
+from testlib import invoke
 
 from .conftest import make_trace, write_json
 
