@@ -12,6 +12,7 @@ from ..bench.render import ProgressBar, render_summary, summary_console
 from ..bench.run import BENCH_SERVER_PORT, prepare_plot_directory, run_bench, serve, write_outputs
 from ..bench.suites import SUITE_NAMES, Settings
 from ..errors import BadInputError, TcpadviseError
+from ..model.filters import at_least, filter_inputs, filter_report
 from ..model.metrics import METRICS
 from ..model.report import build_report
 from ..policy.config import BUILTIN_POLICIES, check_config, write_policy_config
@@ -21,8 +22,9 @@ from ..render.printable import neutralised, neutralised_report
 from ..render.text import render_ab_text, render_text
 from ..rules.advice import advise
 from ..rules.calibration import load_calibration
-from ..rules.rulebook import builtin_rule_files, check_rule_files, load_rulebook
+from ..rules.rulebook import SEVERITIES, builtin_rule_files, check_rule_files, load_rulebook
 from ..trace.reader import load_inputs
+from .filters import filter_options, filters_from
 from .version import version_text
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -228,6 +230,7 @@ def record_command(
     help="Also write the policy config that applies the findings' recommendations, for "
     "'tcpadvise record --policy FILE'.",
 )
+@filter_options
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="PATH...")
 def report_command(
     output_format: str,
@@ -235,6 +238,8 @@ def report_command(
     calibration: Path | None,
     policy_file: Path | None,
     paths: tuple[Path, ...],
+    min_severity: str,
+    **filter_values,
 ) -> None:
     """Summarise recorded traces, socket by socket, and advise on them.
 
@@ -245,6 +250,7 @@ def report_command(
     Example:
       tcpadvise report tcpadvise-out
       tcpadvise report --emit-policy policy.yaml tcpadvise-out
+      tcpadvise report --program redis-server --min-severity medium tcpadvise-out
       tcpadvise report --format json tcpadvise-out | jq '.findings[] | {rule, severity, why}'
 
     \b
@@ -321,9 +327,10 @@ def report_command(
     """
     rulebook = load_rulebook(rule_files)
     measured = load_calibration(calibration) if calibration is not None else None
+    filters = filters_from(filter_values)
     inputs = load_inputs(paths)
-    report = build_report(inputs)
-    report.findings = advise(report, rulebook, measured)
+    report = filter_report(build_report(filter_inputs(inputs, filters)), filters)
+    report.findings = at_least(advise(report, rulebook, measured), min_severity, SEVERITIES)
     if policy_file is not None:
         config = write_policy_config(policy_file, report.findings)
         click.echo(
