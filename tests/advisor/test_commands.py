@@ -15,7 +15,7 @@ def test_version_names_the_cli_the_shim_and_the_schemas():
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith("tcpadvise ") and lines[1].startswith("shim: ")
-    assert "tcpadvise.trace/1" in lines[2] and "tcpadvise.report/1" in lines[2]
+    assert "https://tcpadvise.dev/schemas/trace/1" in lines[2] and "https://tcpadvise.dev/schemas/report/1" in lines[2]
 
 
 def test_help_imports_no_scipy_numpy_nor_matplotlib():

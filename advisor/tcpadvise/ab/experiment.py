@@ -43,13 +43,14 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from .. import schemas
 from ..errors import BadInputError
 from ..model import hist
 from ..policy.config import BUILTIN_POLICIES, CONFIG_VERSION
 from ..trace.reader import Inputs
 from ..units import format_value, ns_to_us
 
-AB_REPORT_SCHEMA = "tcpadvise.ab-report/1"
+AB_REPORT_SCHEMA = schemas.uri("tcpadvise.ab-report/1")
 ASSIGNMENT = "splitmix64-4tuple/1"
 MIN_CONNECTIONS = 10
 MIN_PER_ARM = 3

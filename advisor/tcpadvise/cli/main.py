@@ -280,7 +280,7 @@ def report_command(
     --calibration).
 
     \b
-    JSON output (schema tcpadvise.report/1, in the package as
+    JSON output (schema https://tcpadvise.dev/schemas/report/1, in the package as
     schemas/report-1.schema.json):
       traces    the trace files read
       sockets   one item per row: program, pid, pids (every process that

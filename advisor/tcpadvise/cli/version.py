@@ -2,9 +2,9 @@
 
 import importlib.metadata
 
+from .. import schemas
 from ..errors import ShimNotFoundError
 from ..record.shim import find_shim
-from ..trace.reader import KNOWN_SCHEMAS
 
 PACKAGE = "tcpadvise"
 
@@ -19,7 +19,5 @@ def version_text() -> str:
         shim = str(find_shim())
     except ShimNotFoundError as error:
         shim = f"not found ({error})"
-    from .. import schemas
-
-    known = sorted({*KNOWN_SCHEMAS, *schemas.SCHEMA_FILES})
+    known = sorted(schemas.uri(name) for name in schemas.SCHEMA_FILES)
     return f"tcpadvise {cli_version}\nshim: {shim}\nschemas: {', '.join(known)}"

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from .. import schemas
 from ..errors import CommandNotExecutableError, RecordError, TcpadviseError
 from ..policy.config import resolve_policy, write_policy_file
 from ..safefile import write_atomically
@@ -59,7 +60,7 @@ def record(
     started = time.time_ns()
     pid, status = run_forwarding_signals(command, executable, environment)
     manifest = {
-        "schema": RECORD_SCHEMA,
+        "schema": schemas.uri(RECORD_SCHEMA),
         "command": list(command),
         "pid": pid,
         "exit_status": status,

@@ -7,15 +7,14 @@ never picked up). A file is told apart by its "schema" field: a trace
 ("tcpadvise.record/N", named record.json).
 """
 
-import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import jsonschema
 
+from .. import schemas
 from ..errors import (
     BadInputError,
     InvalidTraceError,
@@ -36,7 +35,12 @@ KNOWN_SCHEMAS = {
     TRACE_SCHEMA: "trace-1.schema.json",
     RECORD_SCHEMA: "record-1.schema.json",
 }
-_INPUT_KINDS = ("tcpadvise.trace/", "tcpadvise.record/")
+_INPUT_KINDS = (
+    "tcpadvise.trace/",
+    "tcpadvise.record/",
+    f"{schemas.SCHEMA_BASE}trace/",
+    f"{schemas.SCHEMA_BASE}record/",
+)
 _MESSAGE_LIMIT = 120
 
 
@@ -161,12 +165,12 @@ def load_file(path: Path) -> Trace | Manifest:
         raise NotATraceError(
             f'{path}: not a tcpadvise trace (expected a JSON object with "schema": "{TRACE_SCHEMA}")'
         )
-    if schema_id not in KNOWN_SCHEMAS:
+    if schemas.old_name(schema_id) not in KNOWN_SCHEMAS:
         raise UnknownSchemaError(
             f"{path}: unknown schema version '{schema_id}'; this tcpadvise knows {', '.join(KNOWN_SCHEMAS)}"
         )
     try:
-        error = jsonschema.exceptions.best_match(_validator(schema_id).iter_errors(data))
+        error = jsonschema.exceptions.best_match(schemas.validator(schema_id).iter_errors(data))
     except RecursionError:
         raise InvalidTraceError(f"{path}: invalid {schema_id}: nested too deep") from None
     if error is not None:
@@ -175,14 +179,7 @@ def load_file(path: Path) -> Trace | Manifest:
     unusable = check.problem(data)
     if unusable is not None:
         raise InvalidTraceError(f"{path}: invalid {schema_id} at {unusable[0]}: {unusable[1]}")
-    return Manifest(path, data) if schema_id == RECORD_SCHEMA else Trace(path, data)
-
-
-@functools.cache
-def _validator(schema_id: str) -> jsonschema.protocols.Validator:
-    schema_file = resources.files("tcpadvise").joinpath("schemas", KNOWN_SCHEMAS[schema_id])
-    schema = json.loads(schema_file.read_text())
-    return jsonschema.validators.validator_for(schema)(schema)
+    return Manifest(path, data) if schemas.old_name(schema_id) == RECORD_SCHEMA else Trace(path, data)
 
 
 class _ConstantError(ValueError):
