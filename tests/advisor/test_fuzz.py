@@ -33,6 +33,7 @@ from tcpadvise.trace.reader import load_inputs
 from .test_ab import experiment_trace
 
 RECORDED = Path(__file__).parent / "data" / "recorded-trace.json"
+RULEBOOK = load_rulebook(())
 SECONDS = float(os.environ.get("TCPADVISE_FUZZ_SECONDS", "2"))
 HOSTILE = [
     0,
@@ -58,7 +59,7 @@ HOSTILE = [
 FIXED = settings(
     derandomize=True,
     database=None,
-    max_examples=40,
+    max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -116,7 +117,7 @@ def report_all_ways(paths: list[Path]) -> None:
     try:
         inputs = load_inputs(paths)
         report = build_report(inputs)
-        report.findings = advise(report, load_rulebook(()), None)
+        report.findings = advise(report, RULEBOOK, None)
         json.loads(render_json(report), parse_constant=_not_json)
         render_text(report, Console(file=io.StringIO(), width=120))
     except TcpadviseError as error:
