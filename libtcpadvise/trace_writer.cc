@@ -383,7 +383,7 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   ProgramName(program, sizeof(program));
   w->BeginObject();
   w->Key("schema");
-  w->String("tcpadvise.trace/1");
+  w->String("https://tcpadvise.dev/schemas/trace/1");
   w->Key("program");
   w->String(program);
   w->Key("pid");
