@@ -417,7 +417,7 @@ bool SerializeTrace(JsonWriter* w, bool final) {
 
   w->BeginObject();
   w->Key("schema");
-  w->String("tcpadvise.trace/1");
+  w->String("https://tcpadvise.dev/schemas/trace/1");
   w->Key("program");
   w->String(g_runtime.program[0] != '\0' ? g_runtime.program : "unknown");
   char host[sizeof(utsname::nodename)];

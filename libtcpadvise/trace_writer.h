@@ -1,5 +1,5 @@
 // TraceWriter: serialises the socket table as one JSON trace per process
-// (schema tcpadvise.trace/1, advisor/tcpadvise/schemas/trace-1.schema.json)
+// (schema https://tcpadvise.dev/schemas/trace/1, advisor/tcpadvise/schemas/trace-1.schema.json)
 // and puts it in place atomically: temp file, then rename.
 #ifndef TCPADVISE_TRACE_WRITER_H_
 #define TCPADVISE_TRACE_WRITER_H_

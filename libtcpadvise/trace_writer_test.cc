@@ -50,7 +50,7 @@ TEST_F(TraceWriterTest, ALiveSocketAppearsWithItsCounts) {
   s->OnWrite(WriteApi::kSend, 5, 0, kScalarWrite, 100, 0);
   s->OnRead(ReadApi::kRecv, 2, 0, false);
   const std::string json = Serialize();
-  EXPECT_NE(json.find("\"schema\":\"tcpadvise.trace/1\""), std::string::npos);
+  EXPECT_NE(json.find("\"schema\":\"https://tcpadvise.dev/schemas/trace/1\""), std::string::npos);
   EXPECT_NE(json.find("\"kind\":\"socket\""), std::string::npos);
   EXPECT_NE(json.find("\"by_api\":{\"send\":1}"), std::string::npos);
   EXPECT_NE(json.find("\"peer\":{\"addr\":\"0.0.0.0\",\"port\":80}"), std::string::npos);

@@ -14,6 +14,7 @@ import time
 import jsonschema
 from click.testing import CliRunner
 
+from tcpadvise import schemas
 from tcpadvise.model import hist as histograms
 from tcpadvise.cli.main import cli
 
@@ -64,8 +65,23 @@ def policy_env(tmp_path, policy, rule=None):
 
 
 def invoke(*args, env=None):
-    """Runs the tcpadvise command line in-process (arguments may be paths)."""
-    return CliRunner().invoke(cli, [str(arg) for arg in args], env=env)
+    """Runs the tcpadvise command line in-process (arguments may be paths); JSON it prints
+    that names a schema is validated against it (plain jsonschema over the package's registry)."""
+    result = CliRunner().invoke(cli, [str(arg) for arg in args], env=env)
+    validate_output(result.stdout)
+    return result
+
+
+def validate_output(text):
+    """If `text` is a JSON document naming a tcpadvise schema, assert it is valid against it."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return
+    if isinstance(document, dict) and isinstance(document.get("schema"), str) and schemas.known(document["schema"]):
+        uri = schemas.uri(document["schema"])
+        assert document["schema"] == uri, f"output names the old schema name {document['schema']}, not {uri}"
+        jsonschema.validate(document, schemas.REGISTRY.contents(uri), registry=schemas.REGISTRY)
 
 
 def assert_one_line_error(result, exit_code, fragment, stdout_empty=True):

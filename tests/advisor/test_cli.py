@@ -21,7 +21,7 @@ def test_help_teaches_what_an_example_and_the_output(command):
 
 def test_report_help_documents_the_json_keys():
     text = invoke("report", "--help").stdout
-    for key in ("tcpadvise.report/1", "findings", "warnings", "size_p50", "writes_p99", "p50_us", "tcp_info"):
+    for key in ("report-1.schema.json", "findings", "warnings", "size_p50", "writes_p99", "p50_us", "tcp_info"):
         assert key in text
 
 

@@ -113,7 +113,7 @@ def test_the_results_hold_every_summary_with_its_counts(loopback_run):
     )
     stream = results["suites"]["stream"]["by_size"][0]["nagle"]["throughput_mbit_s"]
     assert stream["count"] >= 2 and stream["median"] > 0
-    assert results["calibration"]["schema"] == "tcpadvise.calibration/1"
+    assert results["calibration"]["schema"] == "https://tcpadvise.dev/schemas/calibration/1"
 
 
 def test_plots_are_pngs(loopback_run):

@@ -75,7 +75,7 @@ def test_a_measurement_unknown_to_this_version_is_ignored(tmp_path, recorded):
     [
         (
             {"schema": "tcpadvise.calibration/2", "measurements": {}},
-            "invalid tcpadvise.calibration/1 at schema",
+            "invalid https://tcpadvise.dev/schemas/calibration/1 at schema",
         ),
         (
             {"schema": "tcpadvise.calibration/1", "measurements": {"nagle": {"plain_us": 1}}},

@@ -41,13 +41,16 @@ import random
 import re
 from dataclasses import dataclass, field
 
+import yaml
+
+from .. import schemas
 from ..errors import BadInputError
 from ..model import hist
 from ..policy.config import BUILTIN_POLICIES, CONFIG_VERSION
 from ..trace.reader import Inputs
 from ..units import format_value, ns_to_us
 
-AB_REPORT_SCHEMA = "tcpadvise.ab-report/1"
+AB_REPORT_SCHEMA = schemas.uri("tcpadvise.ab-report/1")
 ASSIGNMENT = "splitmix64-4tuple/1"
 MIN_CONNECTIONS = 10
 MIN_PER_ARM = 3
@@ -94,10 +97,9 @@ def experiment_config(arms: list[tuple[str, str]], seed: int | None = None) -> s
     process of the run shares it."""
     origin = "given with --seed" if seed is not None else "random: no --seed given"
     seed = random.SystemRandom().randrange(1 << 62) if seed is None else seed
-    lines = ["# tcpadvise record --ab", f"version: {CONFIG_VERSION}", "experiment:", "  name: ab",
-             f"  seed: {seed}  # {origin}", "  arms:"]
-    lines += [f"    - {{name: {arm}, weight: 1, policy: {policy}}}" for arm, policy in arms]
-    return "\n".join(lines) + "\n"
+    arms_data = [{"name": arm, "weight": 1, "policy": policy} for arm, policy in arms]
+    config = {"version": CONFIG_VERSION, "experiment": {"name": "ab", "seed": seed, "arms": arms_data}}
+    return f"# tcpadvise record --ab\n# seed {origin}\n" + yaml.safe_dump(config, sort_keys=False, width=1000)
 
 
 def _splitmix64(x: int) -> int:
@@ -291,9 +293,15 @@ def fixed_horizon(control, treatment, rng) -> dict:
     import numpy as np
     from scipy import stats
 
-    boot = (rng.choice(treatment, (BOOTSTRAP_SAMPLES, treatment.size)).mean(axis=1)
-            - rng.choice(control, (BOOTSTRAP_SAMPLES, control.size)).mean(axis=1))
-    low, high = np.percentile(boot, [2.5, 97.5])
+    interval = stats.bootstrap(
+        (treatment, control),
+        lambda t, c, axis: np.mean(t, axis=axis) - np.mean(c, axis=axis),
+        n_resamples=BOOTSTRAP_SAMPLES,
+        confidence_level=0.95,
+        method="percentile",
+        random_state=rng,
+    ).confidence_interval
+    low, high = interval.low, interval.high
     return {"note": "valid only when looked at once, at a number of connections fixed in advance",
             "ci95_us": [ns_to_us(low), ns_to_us(high)],
             "p_value": round(float(stats.mannwhitneyu(treatment, control, alternative="two-sided").pvalue), 6)}

@@ -12,8 +12,11 @@ disagree, not only as the samples within one run scatter.
 import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
 
 CONFIDENCE = 0.95
 BOOTSTRAP_REPLICATES = 1000
@@ -71,6 +74,8 @@ def interval_rates_mbit_s(ticks: Sequence[Sequence[int]], warmup_ns: float) -> l
 
 def summarize(runs: Sequence[Sequence[float]]) -> Summary | None:
     """Pool the runs' measured samples; None when no run measured anything."""
+    import numpy as np  # here, not at the top: `tcpadvise --help` never imports numpy
+
     runs = [np.asarray(run, dtype=float) for run in runs if len(run)]
     if not runs:
         return None
@@ -88,13 +93,15 @@ def summarize(runs: Sequence[Sequence[float]]) -> Summary | None:
     )
 
 
-def median_ci(runs: Sequence[np.ndarray], replicates: int = BOOTSTRAP_REPLICATES) -> tuple[float, float]:
+def median_ci(runs: "Sequence[np.ndarray]", replicates: int = BOOTSTRAP_REPLICATES) -> tuple[float, float]:
     """The CONFIDENCE interval of the pooled median by a two-level bootstrap.
 
     Each replicate draws as many runs as there are, with replacement, then
     as many samples from each drawn run as it has, with replacement, and
     takes the median of them all.
     """
+    import numpy as np  # here, not at the top: `tcpadvise --help` never imports numpy
+
     rng = np.random.default_rng(_BOOTSTRAP_SEED)
     lengths = np.array([len(run) for run in runs])
     longest = int(lengths.max())

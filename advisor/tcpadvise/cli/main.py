@@ -3,6 +3,7 @@
 import io
 import json
 import stat
+import sys
 from pathlib import Path
 
 import click
@@ -14,19 +15,23 @@ from ..bench.render import ProgressBar, render_summary, summary_console
 from ..bench.run import BENCH_SERVER_PORT, prepare_plot_directory, run_bench, serve, write_outputs
 from ..bench.suites import SUITE_NAMES, Settings
 from ..errors import BadInputError, OutputWriteError, TcpadviseError
+from ..model.filters import at_least, filter_inputs, filter_report
 from ..model.metrics import METRICS
 from ..model.report import build_report
 from ..policy.config import BUILTIN_POLICIES, check_config, write_policy_config
 from ..record.record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
-from ..render.json import render_json
+from ..render.json import dumps, render_json
+from ..render.printable import neutralised, neutralised_report
 from ..render.text import render_ab_text, render_text
 from ..resources import DOCS_DIR, DOCS_PLACEHOLDER, SEEDS_DIR
 from ..rules.advice import advise
 from ..rules.calibration import load_calibration
-from ..rules.rulebook import builtin_rule_files, check_rule_files, load_rulebook
+from ..rules.rulebook import SEVERITIES, builtin_rule_files, check_rule_files, load_rulebook
 from ..safefile import write_atomically
 from ..trace.hosts import only_hosts, split_by_host, trace_host
 from ..trace.reader import Inputs, load_inputs
+from .filters import filter_options, filters_from
+from .version import version_text
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -81,6 +86,9 @@ interval_option = click.option(
     help="How often a running process rewrites its trace as a snapshot.",
 )
 
+# DAMAGED_EXIT: report was written, but damaged traces among the inputs were skipped.
+DAMAGED_EXIT = 3
+
 
 class _TcpadviseGroup(click.Group):
     """Turns every TcpadviseError into one line on stderr and its exit status."""
@@ -93,7 +101,21 @@ class _TcpadviseGroup(click.Group):
             ctx.exit(error.exit_code)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_text())
+        ctx.exit(0)
+
+
 @click.group(cls=_TcpadviseGroup, context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Print the CLI's version, the shim 'record' would preload and the schema versions known, then exit.",
+)
 def cli() -> None:
     """Record how an unmodified program uses TCP, then report on it.
 
@@ -243,6 +265,7 @@ def record_command(
     "'tcpadvise record --policy FILE'.",
 )
 @by_host_option
+@filter_options
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="PATH...")
 def report_command(
     output_format: str,
@@ -252,6 +275,8 @@ def report_command(
     policy_file: Path | None,
     by_host: bool,
     paths: tuple[Path, ...],
+    min_severity: str,
+    **filter_values,
 ) -> None:
     """Summarise recorded traces, socket by socket, and advise on them.
 
@@ -263,6 +288,7 @@ def report_command(
       tcpadvise report tcpadvise-out
       tcpadvise report --emit-policy policy.yaml tcpadvise-out
       tcpadvise report --format html -o report.html tcpadvise-out
+      tcpadvise report --program redis-server --min-severity medium tcpadvise-out
       tcpadvise report --format json tcpadvise-out | jq '.findings[] | {rule, severity, why}'
 
     \b
@@ -292,7 +318,7 @@ def report_command(
     --calibration).
 
     \b
-    JSON output (schema tcpadvise.report/1, in the package as
+    JSON output (schema https://tcpadvise.dev/schemas/report/1, in the package as
     schemas/report-1.schema.json):
       traces    the trace files read
       sockets   one item per row: program, pid, pids (every process that
@@ -332,26 +358,35 @@ def report_command(
     JSON without a tcpadvise schema, such as a report saved there) is
     skipped with a warning. A file named on its own that is not a trace, a
     trace of an unknown version or invalid, a bad rule file or
-    calibration, is an error: one line on stderr, exit status 2.
+    calibration, is an error: one line on stderr, exit status 2. A damaged
+    trace (invalid, cut short, of an unknown version) among good ones is
+    skipped with a warning naming the file and the field: the report is
+    written from the others and the exit status is 3.
+
+    \b
+    Exit status: 0 every trace read; 2 an error (nothing written);
+    3 the report written, but damaged traces were skipped.
     """
     rulebook = load_rulebook(rule_files)
     measured = load_calibration(calibration) if calibration is not None else None
-    inputs = load_inputs(paths)
+    filters = filters_from(filter_values)
+    inputs = filter_inputs(load_inputs(paths), filters)
     if by_host:
         if policy_file is not None:
             raise click.UsageError("--emit-policy writes one config for all the traces: leave out --by-host")
-        reports = {host: build_report(part) for host, part in split_by_host(inputs).items()}
+        reports = {host: filter_report(build_report(part), filters) for host, part in split_by_host(inputs).items()}
         for report in reports.values():
-            report.findings = advise(report, rulebook, measured)
+            report.findings = at_least(advise(report, rulebook, measured), min_severity, SEVERITIES)
         _emit_by_host(
             output_format,
             output,
-            {host: (report.to_json(), lambda console, report=report: render_text(report, console))
+            {host: (report.to_json(), lambda console, report=report: render_text(neutralised_report(report), console))
              for host, report in reports.items()},
         )
+        _exit_if_damaged(inputs)
         return
-    report = build_report(inputs)
-    report.findings = advise(report, rulebook, measured)
+    report = filter_report(build_report(inputs), filters)
+    report.findings = at_least(advise(report, rulebook, measured), min_severity, SEVERITIES)
     if policy_file is not None:
         config = write_policy_config(policy_file, report.findings)
         click.echo(
@@ -367,7 +402,8 @@ def report_command(
     elif output_format == "json":
         _emit(render_json(report), output)
     else:
-        _emit_text(lambda console: render_text(report, console), output)
+        _emit_text(lambda console: render_text(neutralised_report(report), console), output)
+    _exit_if_damaged(inputs)
 
 
 @cli.command(name="export")
@@ -639,7 +675,7 @@ def ab_report_command(
         _emit_by_host(
             output_format,
             output,
-            {host: (report, lambda console, report=report: render_ab_text(report, console))
+            {host: (report, lambda console, report=report: render_ab_text(neutralised(report), console))
              for host, report in ((host, build_ab_report(part, experiment, min_effect))
                                   for host, part in split_by_host(inputs).items())},
         )
@@ -650,9 +686,9 @@ def ab_report_command(
 
         _emit(ab_html(report, collect(inputs, report["experiment"])), output)
     elif output_format == "json":
-        _emit(json.dumps(report, indent=2) + "\n", output)
+        _emit(dumps(report), output)
     else:
-        _emit_text(lambda console: render_ab_text(report, console), output)
+        _emit_text(lambda console: render_ab_text(neutralised(report), console), output)
 
 
 @cli.command(name="bench")
@@ -873,12 +909,15 @@ def _write_output(output: Path, text: str) -> None:
 
 
 def _emit_text(render, output: Path | None) -> None:
-    """Text to the terminal as is; to -o FILE without colours, 120 columns wide."""
+    """Text to the terminal as is; to -o FILE without colours, 120 columns wide.
+
+    markup=False: a program named '[bold]' is a name, not rich markup.
+    """
     if output is None:
-        render(Console(highlight=False))
+        render(Console(highlight=False, markup=False))
         return
     buffer = io.StringIO()
-    render(Console(file=buffer, highlight=False, width=120, color_system=None))
+    render(Console(file=buffer, highlight=False, markup=False, width=120, color_system=None))
     _emit(buffer.getvalue(), output)
 
 
@@ -887,8 +926,7 @@ def _emit_by_host(output_format: str, output: Path | None, reports: dict) -> Non
     if output_format == "html":
         raise click.UsageError("--by-host writes text or json; for a page per host, filter the traces by host")
     if output_format == "json":
-        _emit(json.dumps([{"host": host, **document} for host, (document, _) in reports.items()], indent=2) + "\n",
-              output)
+        _emit(dumps([{"host": host, **document} for host, (document, _) in reports.items()]), output)
         return
 
     def render_all(console: Console) -> None:
@@ -897,6 +935,13 @@ def _emit_by_host(output_format: str, output: Path | None, reports: dict) -> Non
             render(console)
 
     _emit_text(render_all, output)
+
+
+def _exit_if_damaged(inputs: Inputs) -> None:
+    """Exit DAMAGED_EXIT once the report is out if damaged traces among the inputs were skipped."""
+    if inputs.damaged:
+        _warn(f"{len(inputs.damaged)} damaged trace(s) skipped (exit status {DAMAGED_EXIT}); see the warnings")
+        sys.exit(DAMAGED_EXIT)
 
 
 def _on_hosts(inputs: Inputs, hosts: tuple[str, ...]) -> Inputs:

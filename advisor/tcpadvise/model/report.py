@@ -23,12 +23,13 @@ import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .. import schemas
 from ..symbols.elfinfo import BinaryInfo, blind_spot
 from ..symbols.symbolize import Symbolizer, socket_call_sites
 from ..trace.reader import Inputs, Manifest, Trace
 from .sockets import is_stream, merge_sockets, nodelay_set_by, socket_figures
 
-REPORT_SCHEMA = "tcpadvise.report/1"
+REPORT_SCHEMA = schemas.uri("tcpadvise.report/1")
 
 
 @dataclass

@@ -72,10 +72,8 @@ def check_config(path: Path) -> ConfigCheck:
 
 def builtin_config(name: str) -> str:
     """The config a built-in policy name stands for: that policy on every socket."""
-    return (
-        f"# tcpadvise record --policy {name}\nversion: {CONFIG_VERSION}\n"
-        f"rules:\n  - name: {name}\n    policy: {name}\n"
-    )
+    config = {"version": CONFIG_VERSION, "rules": [{"name": name, "policy": name}]}
+    return f"# tcpadvise record --policy {name}\n" + yaml.safe_dump(config, sort_keys=False)
 
 
 def write_policy_file(out_dir: Path, config: str) -> Path:

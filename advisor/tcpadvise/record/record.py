@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from .. import schemas
 from ..errors import CommandNotExecutableError, RecordError, TcpadviseError
 from ..policy.config import resolve_policy, write_policy_file
 from ..safefile import write_atomically
@@ -67,7 +68,7 @@ def record(
         tick = MetricsFile(metrics_file, out_dir, warn).write
     pid, status = run_forwarding_signals(command, executable, environment, tick, interval)
     manifest = {
-        "schema": RECORD_SCHEMA,
+        "schema": schemas.uri(RECORD_SCHEMA),
         "command": list(command),
         "pid": pid,
         "exit_status": status,

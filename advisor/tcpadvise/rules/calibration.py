@@ -18,7 +18,7 @@ from pathlib import Path
 from .. import schemas
 from ..errors import BadCalibrationError
 
-CALIBRATION_SCHEMA = "tcpadvise.calibration/1"
+CALIBRATION_SCHEMA = schemas.uri("tcpadvise.calibration/1")
 _UNIT_SUFFIXES = (("_us", "us"), ("_mbit_s", "mbit_s"), ("_bytes", "bytes"))
 
 

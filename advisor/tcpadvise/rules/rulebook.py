@@ -29,6 +29,7 @@ from .. import schemas
 from ..errors import RulesError
 from ..model.metrics import METRICS, SCOPE, MetricValues
 from ..units import NUMERIC_UNITS
+from . import yamlsafe
 from .calibration import measurement_fields
 
 RULES_SCHEMA = "tcpadvise.rules/1"
@@ -129,8 +130,7 @@ def _load_file(path: Path) -> tuple[list[Rule], list[Problem], list[tuple[str, P
         reason = getattr(error, "strerror", None) or "not UTF-8 text"
         return [], [(0, 0, f"{path}: cannot read ({reason})")], []
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        root, data = yamlsafe.load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)

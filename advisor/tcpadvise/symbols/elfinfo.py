@@ -123,7 +123,7 @@ def read_elf(path: Path) -> ElfFacts:
     try:
         with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as image:
             return _ElfReader(image).facts()
-    except (OSError, ValueError, struct.error, IndexError) as error:
+    except (OSError, ValueError, OverflowError, struct.error, IndexError) as error:
         # mmap raises ValueError on an empty file; the others come from a truncated or odd file.
         raise ElfFormatError(f"{path}: {error}") from None
 

@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from elftools.common.exceptions import ELFError
+from elftools.construct.core import ConstructError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import NoteSection, SymbolTableSection
 
@@ -177,7 +178,9 @@ def _read_elf(path: str, build_id: str | None) -> _Elf | None:
             result.symbols.sort()
             result.starts = [start for start, _, _ in result.symbols]
             return result
-    except (OSError, ELFError, ValueError, KeyError, IndexError, AttributeError, AssertionError):
+    except (
+        OSError, ELFError, ConstructError, ValueError, OverflowError, KeyError, IndexError, AttributeError, AssertionError
+    ):
         return None
 
 
@@ -209,7 +212,9 @@ def _line(elf: _Elf, pc: int) -> tuple[str | None, int | None]:
                         index = state.file if version >= 5 else state.file - 1
                         if 0 <= index < len(files):
                             elf.lines.append((state.address, files[index].name.decode(errors="replace"), state.line))
-        except (OSError, ELFError, ValueError, KeyError, IndexError, AttributeError, AssertionError):
+        except (
+        OSError, ELFError, ConstructError, ValueError, OverflowError, KeyError, IndexError, AttributeError, AssertionError
+    ):
             pass
         elf.lines.sort()
     index = bisect.bisect_right(elf.lines, (pc, "\uffff", 1 << 31)) - 1

@@ -7,15 +7,14 @@ never picked up). A file is told apart by its "schema" field: a trace
 ("tcpadvise.record/N", named record.json).
 """
 
-import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import jsonschema
 
+from .. import schemas
 from ..errors import (
     BadInputError,
     InvalidTraceError,
@@ -25,6 +24,7 @@ from ..errors import (
     NoTracesError,
     UnknownSchemaError,
 )
+from . import check
 
 TRACE_SCHEMA = "tcpadvise.trace/1"
 RECORD_SCHEMA = "tcpadvise.record/1"
@@ -35,7 +35,12 @@ KNOWN_SCHEMAS = {
     TRACE_SCHEMA: "trace-1.schema.json",
     RECORD_SCHEMA: "record-1.schema.json",
 }
-_INPUT_KINDS = ("tcpadvise.trace/", "tcpadvise.record/")
+_INPUT_KINDS = (
+    "tcpadvise.trace/",
+    "tcpadvise.record/",
+    f"{schemas.SCHEMA_BASE}trace/",
+    f"{schemas.SCHEMA_BASE}record/",
+)
 _MESSAGE_LIMIT = 120
 
 
@@ -68,6 +73,7 @@ class Inputs:
     manifests: list[Manifest] = field(default_factory=list)
     stale: list[Trace] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    damaged: list[Path] = field(default_factory=list)
 
 
 def load_inputs(paths: Iterable[Path]) -> Inputs:
@@ -75,11 +81,13 @@ def load_inputs(paths: Iterable[Path]) -> Inputs:
 
     A file found in a directory that is not a tcpadvise document at all (not JSON, or JSON without
     a tcpadvise schema, such as a report saved beside the traces) is skipped with a warning; a
-    file named on its own must be one.
+    file named on its own must be one. A damaged trace (a tcpadvise file that is invalid, cut
+    short or of an unknown version) among good ones is skipped with a warning naming the file and
+    the field, and listed in damaged; when nothing else is left its error is the error.
     """
     paths = list(paths)
     named = {path.resolve() for path in paths if not path.is_dir()}
-    documents, warnings = [], []
+    documents, warnings, damaged, errors = [], [], [], []
     for path in input_files(paths):
         try:
             documents.append(load_file(path))
@@ -87,10 +95,18 @@ def load_inputs(paths: Iterable[Path]) -> Inputs:
             if path.resolve() in named:
                 raise
             warnings.append(f"skipped {path}: {str(error).removeprefix(f'{path}: ')}")
+        except (InvalidTraceError, UnknownSchemaError) as error:
+            errors.append(error)
+            damaged.append(path)
+            warnings.append(f"skipped {path}: {str(error).removeprefix(f'{path}: ')}")
     if not documents:
+        if len(errors) == 1:
+            raise errors[0]
         raise NoTracesError(f"no trace among the files given ({len(warnings)} skipped: {'; '.join(warnings)})")
     inputs = Inputs(
-        manifests=[document for document in documents if isinstance(document, Manifest)], warnings=warnings
+        manifests=[document for document in documents if isinstance(document, Manifest)],
+        warnings=warnings,
+        damaged=damaged,
     )
     for trace in (document for document in documents if isinstance(document, Trace)):
         predates_its_run = any(_predates(trace, manifest) for manifest in inputs.manifests)
@@ -133,34 +149,45 @@ def input_files(paths: Iterable[Path]) -> list[Path]:
 def load_file(path: Path) -> Trace | Manifest:
     """Read one file and validate it against the schema it names."""
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(path.read_bytes(), parse_constant=_refuse_constant)
     except OSError as error:
         raise BadInputError(f"{path}: cannot read ({error.strerror})") from None
     except UnicodeDecodeError:
         raise NotJsonError(f"{path}: not JSON (not UTF-8 text)") from None
     except json.JSONDecodeError as error:
         raise NotJsonError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
+    except _ConstantError as error:
+        raise NotJsonError(f"{path}: not JSON ({error} is not a JSON number)") from None
+    except RecursionError:
+        raise NotJsonError(f"{path}: not JSON (nested too deep)") from None
     schema_id = data.get("schema") if isinstance(data, dict) else None
     if not isinstance(schema_id, str) or not schema_id.startswith(_INPUT_KINDS):
         raise NotATraceError(
             f'{path}: not a tcpadvise trace (expected a JSON object with "schema": "{TRACE_SCHEMA}")'
         )
-    if schema_id not in KNOWN_SCHEMAS:
+    if schemas.old_name(schema_id) not in KNOWN_SCHEMAS:
         raise UnknownSchemaError(
             f"{path}: unknown schema version '{schema_id}'; this tcpadvise knows {', '.join(KNOWN_SCHEMAS)}"
         )
-    error = jsonschema.exceptions.best_match(_validator(schema_id).iter_errors(data))
+    try:
+        error = jsonschema.exceptions.best_match(schemas.validator(schema_id).iter_errors(data))
+    except RecursionError:
+        raise InvalidTraceError(f"{path}: invalid {schema_id}: nested too deep") from None
     if error is not None:
         where = "/".join(str(part) for part in error.absolute_path) or "top level"
         raise InvalidTraceError(f"{path}: invalid {schema_id} at {where}: {_shorten(error.message)}")
-    return Manifest(path, data) if schema_id == RECORD_SCHEMA else Trace(path, data)
+    unusable = check.problem(data)
+    if unusable is not None:
+        raise InvalidTraceError(f"{path}: invalid {schema_id} at {unusable[0]}: {unusable[1]}")
+    return Manifest(path, data) if schemas.old_name(schema_id) == RECORD_SCHEMA else Trace(path, data)
 
 
-@functools.cache
-def _validator(schema_id: str) -> jsonschema.protocols.Validator:
-    schema_file = resources.files("tcpadvise").joinpath("schemas", KNOWN_SCHEMAS[schema_id])
-    schema = json.loads(schema_file.read_text())
-    return jsonschema.validators.validator_for(schema)(schema)
+class _ConstantError(ValueError):
+    """NaN, Infinity or -Infinity: Python's json reads them, JSON has no such numbers."""
+
+
+def _refuse_constant(name: str):
+    raise _ConstantError(name)
 
 
 def _predates(trace: Trace, manifest: Manifest) -> bool:

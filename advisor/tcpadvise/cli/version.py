@@ -1,0 +1,23 @@
+"""version_text: what `tcpadvise --version` prints: the CLI, the shim it would preload, the schemas."""
+
+import importlib.metadata
+
+from .. import schemas
+from ..errors import ShimNotFoundError
+from ..record.shim import find_shim
+
+PACKAGE = "tcpadvise"
+
+
+def version_text() -> str:
+    """Three lines: CLI version; the shim's path (it has no version string of its own); schema ids."""
+    try:
+        cli_version = importlib.metadata.version(PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        cli_version = "unknown (not installed; running from a source tree)"
+    try:
+        shim = str(find_shim())
+    except ShimNotFoundError as error:
+        shim = f"not found ({error})"
+    known = sorted(schemas.uri(name) for name in schemas.SCHEMA_FILES)
+    return f"tcpadvise {cli_version}\nshim: {shim}\nschemas: {', '.join(known)}"

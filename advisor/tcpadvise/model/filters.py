@@ -1,0 +1,80 @@
+"""Filters narrow a report to the sockets asked for (report --program, --pid, --port, --peer, --role, --host)
+and its findings to a least severity (--min-severity).
+
+Each option may be given several times: a socket item is kept when it matches
+one of the values of every option given. Sockets are filtered before the
+rulebook runs, so the findings, their evidence and their socket indexes are of
+the sockets kept.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..trace.reader import Inputs
+from .report import Report
+
+# UNKNOWN_HOST: what --host matches for a trace with no "host" field (written before traces named their host).
+UNKNOWN_HOST = "unknown"
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The values of each filter option; an empty tuple keeps everything."""
+
+    programs: tuple[str, ...] = ()
+    pids: tuple[int, ...] = ()
+    ports: tuple[int, ...] = ()
+    peers: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+
+    def keeps(self, item: dict) -> bool:
+        """Whether a report socket item matches every filter given."""
+        return (
+            (not self.programs or item["program"] in self.programs)
+            and (not self.pids or any(pid in self.pids for pid in item.get("pids") or [item["pid"]]))
+            and (not self.ports or bool(self.ports_of(item) & set(self.ports)))
+            and (not self.peers or any(_peer_matches(peer, item.get("peer")) for peer in self.peers))
+            and (not self.roles or item.get("role") in self.roles)
+        )
+
+    @staticmethod
+    def ports_of(item: dict) -> set:
+        ends = [item.get("local") or {}, item.get("peer") or {}]
+        return {port for port in (*(end.get("port") for end in ends), item.get("service_port")) if port}
+
+
+def filter_inputs(inputs: Inputs, filters: Filters) -> Inputs:
+    """`inputs` with only the traces of the hosts asked for (a trace without a host is UNKNOWN_HOST)."""
+    if not filters.hosts:
+        return inputs
+    traces = [trace for trace in inputs.traces if trace.data.get("host", UNKNOWN_HOST) in filters.hosts]
+    # A run's manifest goes with its traces: with none kept it would read as a run that made no connection.
+    return dataclasses.replace(inputs, traces=traces, manifests=inputs.manifests if traces else [])
+
+
+def filter_report(report: Report, filters: Filters) -> Report:
+    """`report` with only the socket items `filters` keeps (raw_sockets kept beside them)."""
+    kept = [index for index, item in enumerate(report.sockets) if filters.keeps(item)]
+    return dataclasses.replace(
+        report,
+        sockets=[report.sockets[index] for index in kept],
+        raw_sockets=[report.raw_sockets[index] for index in kept],
+    )
+
+
+def at_least(findings: list[dict], severity: str, severities: tuple[str, ...]) -> list[dict]:
+    """The findings of `severity` or more severe (severities runs from most to least severe)."""
+    limit = severities.index(severity)
+    return [finding for finding in findings if severities.index(finding["severity"]) <= limit]
+
+
+def _peer_matches(wanted: str, peer: dict | None) -> bool:
+    """ADDR matches the peer's address; ADDR:PORT or [ADDR]:PORT its address and port."""
+    if not peer:
+        return False
+    addr, port = str(peer.get("addr", "")), peer.get("port")
+    if wanted == addr or wanted.strip("[]") == addr:
+        return True
+    host, sep, wanted_port = wanted.rpartition(":")
+    return bool(sep) and host.strip("[]") == addr and wanted_port.isdigit() and int(wanted_port) == port
