@@ -1,7 +1,6 @@
 """The tcpadvise command line: thin click commands over record, traces and report."""
 
 import io
-import json
 import stat
 import sys
 from pathlib import Path
