@@ -27,7 +27,6 @@ import json
 import os
 import pathlib
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -116,7 +115,7 @@ def run_report(path: pathlib.Path, fmt: str, timeout: float) -> tuple[float | No
             "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
     try:
         done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, timeout=timeout, env={**os.environ, "COLUMNS": "120"})
+                              text=True, timeout=timeout, env={**os.environ, "COLUMNS": "120"}, check=False)
     except subprocess.TimeoutExpired:
         return None, 0
     elapsed = time.monotonic() - start
@@ -182,9 +181,9 @@ def main() -> None:
     out = REPO / "bench" / "results"
     (out / "report-scale.json").write_text(json.dumps(results, indent=2) + "\n")
     lines = ["# tcpadvise report at fleet scale", "",
-             f"{args.runs} runs of each case, interleaved; median wall time (min-max) and median peak RSS of the "
-             "`tcpadvise report` process, over the runs that ended within the timeout. Inputs scaled from one "
-             "recorded trace (bench/report_scale.py).", "",
+             (f"{args.runs} runs of each case, interleaved; median wall time (min-max) and median peak RSS of the "
+              "`tcpadvise report` process, over the runs that ended within the timeout. Inputs scaled from one "
+              "recorded trace (bench/report_scale.py)."), "",
              "| input | sockets | size | format | time | peak RSS |", "|---|---:|---:|---|---:|---:|"]
     for row in rows:
         if row["median_s"] is None:
