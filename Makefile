@@ -79,6 +79,7 @@ bench: build
 	$(BUILD)/bench/hooks_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
 	  --benchmark_out=bench/results/hooks.json --benchmark_out_format=json
 	bench/observe_overhead.py --build $(BUILD)
+	PYTHONPATH=$(CURDIR)/advisor bench/report_scale.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -1,5 +1,7 @@
-import pytest
+import json
 
+import pytest
+from tcpadvise import schemas
 from tcpadvise.errors import (
     BadInputError,
     InvalidTraceError,
@@ -9,6 +11,7 @@ from tcpadvise.errors import (
     NoTracesError,
     UnknownSchemaError,
 )
+from tcpadvise.trace import reader
 from tcpadvise.trace.reader import Manifest, Trace, load_file, load_inputs
 
 from .conftest import make_manifest, make_socket, make_trace, write_json, write_trace
@@ -128,3 +131,37 @@ def test_long_validation_messages_are_shortened(tmp_path):
     with pytest.raises(InvalidTraceError) as raised:
         load_file(path)
     assert len(str(raised.value)) < 250
+
+
+def _mutations(document, path=()):
+    """Every value of a document replaced in turn by one of another JSON type (and a few edge values)."""
+    if isinstance(document, dict):
+        for key, value in document.items():
+            for new in ("text", -1, 2**70, 1.5, None, [], {}):
+                if type(new) is not type(value):
+                    yield (*path, key), new
+            yield from _mutations(value, (*path, key))
+    elif isinstance(document, list):
+        for index, value in enumerate(document[:3]):
+            yield from _mutations(value, (*path, index))
+
+
+def _replaced(document, path, new):
+    document = json.loads(json.dumps(document))
+    target = document
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = new
+    return document
+
+
+def test_the_fast_validator_agrees_with_jsonschema_on_mutated_traces():
+    """jsonschema-rs decides validity and jsonschema words the error: they must agree on what is valid."""
+    trace = make_trace(sockets=[make_socket()])
+    validator = schemas.validator(reader.TRACE_SCHEMA)
+    checked = 0
+    for path, new in _mutations(trace):
+        document = _replaced(trace, path, new)
+        assert reader._valid(reader.TRACE_SCHEMA, document) == validator.is_valid(document), (path, new)
+        checked += 1
+    assert checked > 100

@@ -105,6 +105,11 @@ def merge(histograms: Iterable[dict]) -> dict:
     any other mix merges as ranges.
     """
     histograms = list(histograms)
+    if len(histograms) == 1 and _indexed(histograms[0]) and (histograms[0]["count"] or not histograms[0]["min"]):
+        # One histogram merged is itself (a scope of one socket): the same keys, no buckets re-sorted.
+        (only,) = histograms
+        return {key: only[key] for key in ("unit", "count", "sum", "min", "max", "sub_buckets", "scale")} | {
+            "buckets": only["buckets"]}
     units = {histogram["unit"] for histogram in histograms}
     if len(units) != 1:
         raise ValueError(f"cannot merge histograms of units {sorted(units)}")
