@@ -1,6 +1,7 @@
 """report's filters on a real recording: sockets narrowed before the rulebook runs, findings by severity."""
 
 import json
+import os
 
 from tcpadvise.rules.rulebook import SEVERITIES
 from testlib import assert_one_line_error, invoke
@@ -52,8 +53,8 @@ def test_peer_and_host_filters(recorded):
         item["peer"]["port"] == client["peer"]["port"]
         for item in report_json("--peer", peer, directory)["sockets"]
     )
-    # Traces without a host field are of an unknown host.
-    assert report_json("--host", "unknown", directory)["sockets"]
+    # Traces name the host they were written on (uname's node name).
+    assert report_json("--host", os.uname().nodename, directory)["sockets"]
     assert report_json("--host", "web-1", directory)["sockets"] == []
 
 

@@ -2,8 +2,9 @@
 
 import click
 
-from ..model.filters import UNKNOWN_HOST, Filters
+from ..model.filters import Filters
 from ..rules.rulebook import SEVERITIES
+from ..trace.hosts import UNKNOWN_HOST
 
 _OPTIONS = [
     click.option(

@@ -10,11 +10,9 @@ the sockets kept.
 import dataclasses
 from dataclasses import dataclass
 
+from ..trace.hosts import only_hosts
 from ..trace.reader import Inputs
 from .report import Report
-
-# UNKNOWN_HOST: what --host matches for a trace with no "host" field (written before traces named their host).
-UNKNOWN_HOST = "unknown"
 
 
 @dataclass(frozen=True)
@@ -45,12 +43,8 @@ class Filters:
 
 
 def filter_inputs(inputs: Inputs, filters: Filters) -> Inputs:
-    """`inputs` with only the traces of the hosts asked for (a trace without a host is UNKNOWN_HOST)."""
-    if not filters.hosts:
-        return inputs
-    traces = [trace for trace in inputs.traces if trace.data.get("host", UNKNOWN_HOST) in filters.hosts]
-    # A run's manifest goes with its traces: with none kept it would read as a run that made no connection.
-    return dataclasses.replace(inputs, traces=traces, manifests=inputs.manifests if traces else [])
+    """`inputs` with only the traces of the hosts asked for (a trace without a host is of "unknown")."""
+    return only_hosts(inputs, filters.hosts) if filters.hosts else inputs
 
 
 def filter_report(report: Report, filters: Filters) -> Report:
