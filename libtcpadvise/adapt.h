@@ -9,7 +9,8 @@
 // passes through and the policy acts from the burst's second write on (the
 // socket is writing in pieces now). After enter_bursts multi-write bursts in
 // a row the socket turns active: the policy acts from each burst's first
-// write, so that first write is held or corked with the rest. After
+// write, so that first write is held or corked with the rest (default 1:
+// a passive socket's multi-write burst still meets Nagle's delayed ACK). After
 // leave_bursts single-write bursts in a row it turns passive again. The two
 // thresholds are the hysteresis: a socket alternating shapes does not flip
 // at every burst.

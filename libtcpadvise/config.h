@@ -22,7 +22,7 @@ constexpr int kDefaultCoalesceDelayUs = 200;
 // kDefaultAdaptEnterBursts and kDefaultAdaptLeaveBursts are the adaptive
 // rule's hysteresis (adapt.h): multi-write bursts in a row before a socket
 // turns active, single-write bursts in a row before it turns passive.
-constexpr int kDefaultAdaptEnterBursts = 2;
+constexpr int kDefaultAdaptEnterBursts = 1;
 constexpr int kDefaultAdaptLeaveBursts = 4;
 constexpr int kMaxAdaptBursts = 1000;
 
