@@ -19,6 +19,12 @@ constexpr int kMaxNameLength = 128;
 constexpr int kDefaultCorkDelayUs = 5000;
 constexpr int kMaxCorkDelayUs = 100000;
 constexpr int kDefaultCoalesceDelayUs = 200;
+// kDefaultAdaptEnterBursts and kDefaultAdaptLeaveBursts are the adaptive
+// rule's hysteresis (adapt.h): multi-write bursts in a row before a socket
+// turns active, single-write bursts in a row before it turns passive.
+constexpr int kDefaultAdaptEnterBursts = 1;
+constexpr int kDefaultAdaptLeaveBursts = 4;
+constexpr int kMaxAdaptBursts = 1000;
 
 // PolicySettings is what a rule applies to its sockets.
 struct PolicySettings {
@@ -31,7 +37,11 @@ struct PolicySettings {
   uint32_t coalesce_delay_us = kDefaultCoalesceDelayUs;
   int32_t sndbuf = 0;  // 0: leave alone
   int32_t rcvbuf = 0;
-
+  // adaptive: cork and coalesce act on a socket only while its bursts have
+  // more than one write (adapt.h); false: on every write, as before.
+  bool adaptive = true;
+  uint32_t adapt_enter_bursts = kDefaultAdaptEnterBursts;
+  uint32_t adapt_leave_bursts = kDefaultAdaptLeaveBursts;
 };
 
 // PortRange matches ports in [low, high]; an unset range matches all.

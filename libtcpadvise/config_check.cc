@@ -11,8 +11,10 @@ extern "C" int tcpadvise_load_config(const char* path, tcpadvise::PolicyConfig* 
                                      size_t errors_size);
 
 static void Describe(const tcpadvise::PolicySettings& s, char* out, size_t size) {
-  snprintf(out, size, "%s%s%s%s%s%s", s.nodelay ? " nodelay" : "", s.cork ? " cork" : "",
-           s.coalesce ? " coalesce" : "", s.quickack ? " quickack" : "", s.sndbuf ? " sndbuf" : "",
+  // cork and coalesce are adaptive unless the config says otherwise (adapt.h).
+  const char* form = (s.cork || s.coalesce) && !s.adaptive ? " (fixed)" : "";
+  snprintf(out, size, "%s%s%s%s%s%s%s", s.nodelay ? " nodelay" : "", s.cork ? " cork" : "",
+           s.coalesce ? " coalesce" : "", form, s.quickack ? " quickack" : "", s.sndbuf ? " sndbuf" : "",
            s.rcvbuf ? " rcvbuf" : "");
   if (out[0] == '\0') snprintf(out, size, " observe");
 }

@@ -175,13 +175,16 @@ class Parser {
     if (const YAML::Node v = policy["sndbuf"]) s.sndbuf = static_cast<int32_t>(Int(v, "sndbuf", 1));
     if (const YAML::Node v = policy["rcvbuf"]) s.rcvbuf = static_cast<int32_t>(Int(v, "rcvbuf", 1));
     if (const YAML::Node cork = policy["cork"]) {
-      s.cork = SubPolicy(cork, "cork", {"max_delay_us"});
+      s.cork = SubPolicy(cork, "cork", {"max_delay_us", "adaptive", "enter_bursts", "leave_bursts"});
       if (const YAML::Node v = Setting(cork, "max_delay_us")) {
         s.cork_delay_us = static_cast<uint32_t>(Int(v, "cork.max_delay_us", 1, kMaxCorkDelayUs));
       }
+      ParseAdaptive(cork, "cork", s);
     }
     if (const YAML::Node coalesce = policy["coalesce"]) {
-      s.coalesce = SubPolicy(coalesce, "coalesce", {"max_bytes", "max_delay_us"});
+      s.coalesce = SubPolicy(coalesce, "coalesce",
+                             {"max_bytes", "max_delay_us", "adaptive", "enter_bursts", "leave_bursts"});
+      ParseAdaptive(coalesce, "coalesce", s);
       if (const YAML::Node v = Setting(coalesce, "max_bytes")) {
         s.coalesce_max_bytes = static_cast<uint32_t>(Int(v, "coalesce.max_bytes", 1, 1 << 20));
       }
@@ -190,6 +193,17 @@ class Parser {
       }
     }
     if (s.cork && s.coalesce) Error(policy, "cork and coalesce exclude each other: choose one");
+  }
+
+  // ParseAdaptive reads a cork or coalesce mapping's adaptive rule settings.
+  void ParseAdaptive(const YAML::Node& sub_policy, const std::string& what, PolicySettings& s) {
+    if (const YAML::Node v = Setting(sub_policy, "adaptive")) s.adaptive = Bool(v, (what + ".adaptive").c_str());
+    if (const YAML::Node v = Setting(sub_policy, "enter_bursts")) {
+      s.adapt_enter_bursts = static_cast<uint32_t>(Int(v, (what + ".enter_bursts").c_str(), 1, kMaxAdaptBursts));
+    }
+    if (const YAML::Node v = Setting(sub_policy, "leave_bursts")) {
+      s.adapt_leave_bursts = static_cast<uint32_t>(Int(v, (what + ".leave_bursts").c_str(), 1, kMaxAdaptBursts));
+    }
   }
 
   // Setting returns policy[key] of a sub-policy mapping; an invalid node

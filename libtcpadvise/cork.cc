@@ -27,6 +27,10 @@ void StartCork(PolicyState* p, int fd) {
 
 void Uncork(PolicyState* p, int fd, FlushCause cause) {
   ErrnoSaver errno_saver;
+  // A corked burst's later writes skip the policy: the adaptive rule learns
+  // their number here, before the read that ends the burst.
+  const uint64_t burst_writes = p->socket->stats.burst_open_writes.Get();
+  if (burst_writes > p->shape.burst_writes) p->shape.burst_writes = static_cast<uint32_t>(burst_writes);
   SetCork(fd, 0);
   p->corked.store(false, std::memory_order_relaxed);
   NoteReleased(p, cause, p->cork_start);

@@ -118,6 +118,25 @@ void ReleaseAllFor(FlushCause cause, bool exiting) {
   }
 }
 
+// AdaptActs applies the adaptive rule (adapt.h) to an application write,
+// counting per burst how it was treated; false: the write passes straight
+// through. Never false while the socket holds bytes: they go first.
+bool AdaptActs(PolicyState* p) {
+  const PolicySettings& settings = *p->settings;
+  const bool burst_start = p->socket->stats.burst_open_writes.Get() == 0;
+  bool switched;
+  const AdaptDecision decision =
+      AdaptWrite(&p->shape, burst_start, settings.adapt_enter_bursts, settings.adapt_leave_bursts, &switched);
+  PolicyCounters& c = CountersOf(p);
+  if (switched) c.adapt_switches.Increment();
+  if (p->shape.burst_writes == 1) {
+    (decision == AdaptDecision::kAct ? c.bursts_held : c.bursts_passed).Increment();
+  } else if (p->shape.burst_writes == 2 && !p->shape.active) {
+    c.bursts_pieces.Increment();
+  }
+  return decision == AdaptDecision::kAct || HoldsSomething(p);
+}
+
 }  // namespace
 
 uint64_t TicksFromUs(uint64_t us) {
@@ -265,6 +284,7 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   p->pending_errno = 0;
   p->corked.store(false, std::memory_order_relaxed);
   p->app_corks = false;
+  p->shape = AdaptiveShape();
   if (p->capacity != 0 && settings.coalesce_max_bytes != 0 && p->capacity != settings.coalesce_max_bytes) {
     FreeBuffers(p);
   }
@@ -307,6 +327,10 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
     return -1;
   }
   p->fd.store(fd, std::memory_order_relaxed);
+  if (p->settings->adaptive && !AdaptActs(p)) {
+    GiveTurn(p);  // keeps errno
+    return passthrough(context);
+  }
   ssize_t result;
   if (p->settings->coalesce) {
     // One buffer (write, send) is the common small write: held inline.

@@ -17,6 +17,7 @@
 
 #include <atomic>
 
+#include "adapt.h"
 #include "config.h"
 #include "socket_state.h"
 
@@ -81,6 +82,8 @@ struct PolicyState {
   // turn: the state is no longer the entry's and is never reused.
   std::atomic<bool> orphaned{false};
   bool in_held_set = false;
+  // The adaptive rule's view of the socket (adapt.h).
+  AdaptiveShape shape;
   // coalesce
   char* buffer = nullptr;
   uint32_t capacity = 0;

@@ -45,6 +45,10 @@ void PolicyCounters::MergeFrom(const PolicyCounters& o) {
   KeepMax(max_bytes_held, o.max_bytes_held);
   KeepMax(longest_hold_ticks, o.longest_hold_ticks);
   corks.Add(o.corks.Get());
+  bursts_passed.Add(o.bursts_passed.Get());
+  bursts_held.Add(o.bursts_held.Get());
+  bursts_pieces.Add(o.bursts_pieces.Get());
+  adapt_switches.Add(o.adapt_switches.Get());
   conflicts.Set(conflicts.Get() | o.conflicts.Get());
   deferred_errors.MergeFrom(o.deferred_errors);
 }
@@ -55,6 +59,10 @@ void PolicyCounters::Reset() {
   max_bytes_held.Set(0);
   longest_hold_ticks.Set(0);
   corks.Set(0);
+  bursts_passed.Set(0);
+  bursts_held.Set(0);
+  bursts_pieces.Set(0);
+  adapt_switches.Set(0);
   conflicts.Set(0);
   deferred_errors.Reset();
 }

@@ -70,6 +70,14 @@ struct PolicyCounters {
   Counter max_bytes_held;
   Counter longest_hold_ticks;
   Counter corks;
+  // The adaptive rule (adapt.h), per burst: passed, its first write went
+  // straight through (passive socket); held, acted on from its first write
+  // (active socket); pieces, a passive socket's burst acted on from its
+  // second write. switches: times the socket turned active or passive.
+  Counter bursts_passed;
+  Counter bursts_held;
+  Counter bursts_pieces;
+  Counter adapt_switches;
   Counter conflicts;  // kConflict* bits
   ErrnoCounts deferred_errors;
 

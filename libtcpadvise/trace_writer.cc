@@ -129,6 +129,17 @@ void EmitTcpInfo(JsonWriter* w, const TcpInfoSummary& t) {
   w->EndObject();
 }
 
+// EmitAdaptive writes a cork or coalesce policy's adaptive rule settings.
+void EmitAdaptive(JsonWriter* w, const PolicySettings& p) {
+  w->Key("adaptive");
+  w->Bool(p.adaptive);
+  if (!p.adaptive) return;
+  w->Key("enter_bursts");
+  w->Uint(p.adapt_enter_bursts);
+  w->Key("leave_bursts");
+  w->Uint(p.adapt_leave_bursts);
+}
+
 void EmitPolicy(JsonWriter* w, const SocketState& s, double ns_per_tick) {
   if (s.id.rule < 0 || g_policy_config == nullptr) return;
   const PolicyRule& rule = g_policy_config->rules[s.id.rule];
@@ -157,6 +168,7 @@ void EmitPolicy(JsonWriter* w, const SocketState& s, double ns_per_tick) {
     w->BeginObject();
     w->Key("max_delay_us");
     w->Uint(p.cork_delay_us);
+    EmitAdaptive(w, p);
     w->EndObject();
   }
   if (p.coalesce) {
@@ -166,6 +178,7 @@ void EmitPolicy(JsonWriter* w, const SocketState& s, double ns_per_tick) {
     w->Uint(p.coalesce_max_bytes);
     w->Key("max_delay_us");
     w->Uint(p.coalesce_delay_us);
+    EmitAdaptive(w, p);
     w->EndObject();
   }
   w->EndObject();
@@ -187,6 +200,20 @@ void EmitPolicy(JsonWriter* w, const SocketState& s, double ns_per_tick) {
   w->Double(static_cast<double>(c.longest_hold_ticks.Get()) * ns_per_tick);
   w->Key("corks");
   w->Uint(c.corks.Get());
+  if (p.adaptive && (p.cork || p.coalesce)) {
+    // How the adaptive rule (adapt.h) treated this socket's bursts.
+    w->Key("adaptive");
+    w->BeginObject();
+    w->Key("bursts_passed_single_write");
+    w->Uint(c.bursts_passed.Get());
+    w->Key("bursts_held_multi_write");
+    w->Uint(c.bursts_held.Get());
+    w->Key("bursts_held_from_second_write");
+    w->Uint(c.bursts_pieces.Get());
+    w->Key("switches");
+    w->Uint(c.adapt_switches.Get());
+    w->EndObject();
+  }
   EmitErrnoCounts(w, "deferred_errors", c.deferred_errors);
   w->EndObject();
   w->Key("conflicts");

@@ -26,6 +26,19 @@ def test_check_config_accepts_a_good_file(tmp_path):
     assert check.ok and check.lines == [f"{path}: 1 rule", "  1. web: coalesce"]
 
 
+def test_check_config_tells_the_fixed_form_and_checks_the_adaptive_settings(tmp_path):
+    path = tmp_path / "forms.yaml"
+    path.write_text("version: 1\nrules:\n  - name: a\n    policy: {cork: {enter_bursts: 3, leave_bursts: 9}}\n"
+                    "  - name: f\n    policy: {coalesce: {adaptive: false}}\n")
+    check = check_config(path)
+    assert check.ok and check.lines == [f"{path}: 2 rules", "  1. a: cork", "  2. f: coalesce (fixed)"]
+    path.write_text("version: 1\nrules:\n  - policy: {cork: {leave_bursts: 0, adaptive: maybe}}\n")
+    check = check_config(path)
+    assert not check.ok
+    assert any("cork.leave_bursts must be a whole number from 1 to 1000" in line for line in check.lines), check.lines
+    assert any("cork.adaptive must be true or false" in line for line in check.lines), check.lines
+
+
 def test_check_config_lists_every_mistake_with_position(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(BAD)

@@ -26,6 +26,10 @@ POLICIES = {
     "cork": ("cork", {"cork"}),
     "coalesce": ("coalesce", {"coalesce"}),
     "nodelay+coalesce": ("{nodelay: true, coalesce: {}}", {"nodelay", "coalesce"}),
+    # cork and coalesce are adaptive (they act only on multi-write bursts);
+    # the fixed forms hold every burst.
+    "cork-fixed": ("{cork: {adaptive: false}}", {"cork"}),
+    "coalesce-fixed": ("{coalesce: {adaptive: false}}", {"coalesce"}),
 }
 MODES = ["baseline", *POLICIES]
 
@@ -37,6 +41,21 @@ def conform_prog(name):
     return str(BUILD / "tests" / "conformance" / name)
 
 
+def released(mode, counters, cause):
+    """How many bursts of a socket were let go by cause, or (adaptive
+    policies) never held: their first and only write passed straight through."""
+    count = counters["flushes"].get(cause, 0)
+    if mode.adaptive:
+        adaptive = counters["adaptive"]
+        count += adaptive["bursts_passed_single_write"] - adaptive["bursts_held_from_second_write"]
+    return count
+
+
+def held_nothing(counters):
+    """Whether a socket's policy never held a byte nor corked it."""
+    return counters["bytes_held"] == 0 and counters["corks"] == 0
+
+
 class Mode:
     """How the driver runs: plainly (baseline) or under the shim with one policy."""
 
@@ -45,6 +64,7 @@ class Mode:
         self.env = None
         self.trace_dir = None
         self.settings = set()
+        self.adaptive = name in POLICIES and not name.endswith("-fixed")
         if name in POLICIES:
             policy, self.settings = POLICIES[name]
             self.env, self.trace_dir = policy_env(tmp_path, policy)

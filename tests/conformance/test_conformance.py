@@ -6,6 +6,8 @@ import warnings
 
 import pytest
 
+from conformlib import held_nothing, released
+
 thread = pytest.mark.thread
 ROUND_BOUND_US = 100_000  # coalesce promises 200 us, cork 5 ms; a 40 ms delayed ACK fits too
 
@@ -39,7 +41,7 @@ def test_request_reply_never_stalls(conform, wait):
     cause = "read" if wait in ("read", "recv") else "wait"
     if conform.mode.settings & {"cork", "coalesce"}:
         for counters in out["policy_counters"]:
-            assert counters["flushes"].get(cause, 0) >= rounds // 2, counters
+            assert released(conform.mode, counters, cause) >= rounds // 2, counters
 
 
 def assert_flushed_by(conform, out, cause):
@@ -49,7 +51,8 @@ def assert_flushed_by(conform, out, cause):
     young enough that no deadline (200 us at the least) could have passed."""
     if conform.mode.settings & {"cork", "coalesce"} and out["info"]["hold_age_us"] < 100:
         for counters in out["policy_counters"]:
-            assert counters["flushes"].get(cause, 0) >= 1, counters
+            # An adaptive policy passes a lone write straight through: nothing to flush.
+            assert counters["flushes"].get(cause, 0) >= 1 or (conform.mode.adaptive and held_nothing(counters)), counters
 
 
 def test_fork_after_held_write(conform):

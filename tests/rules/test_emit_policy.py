@@ -91,6 +91,9 @@ def test_the_emitted_policy_removes_the_stall_it_was_written_for(tmp_path):
     finally:
         server.finish(exits_by_itself=False)
     assert [rule["policy"] for rule in config["rules"]] == ["cork"]
+    # cork is the adaptive form, and the file says what it does to each kind of socket.
+    assert "cork is adaptive" in policy_file.read_text()
+    assert "write once per burst: no effect" in policy_file.read_text()
     after = advised(tmp_path / "after")
     assert after.findings == []
     [socket] = after.raw_sockets

@@ -142,6 +142,7 @@ def write_policy_config(path: Path, findings: list[dict]) -> dict:
     ]
     for rule in config["rules"]:
         lines.append(f"  # {rule['name']}")
+        lines.extend(f"  # {line}" for line in adaptive_effect(rule["policy"]))
         dumped = yaml.safe_dump([rule], default_flow_style=None, sort_keys=False, width=1000)
         lines.extend(f"  {line}" for line in dumped.splitlines())
     left_out = len(rules) - len(config["rules"])
@@ -152,6 +153,19 @@ def write_policy_config(path: Path, findings: list[dict]) -> dict:
     except OSError as error:
         raise PolicyWriteError(f"{path}: cannot write the policy config ({error.strerror})") from None
     return config
+
+
+def adaptive_effect(policy: str | dict) -> list[str]:
+    """What an adaptive cork or coalesce (the default form) is expected to do, as comment lines; [] otherwise."""
+    settings = _settings(policy)
+    held = next((name for name in ("cork", "coalesce") if settings.get(name) not in (None, False)), None)
+    if held is None or (isinstance(settings[held], dict) and settings[held].get("adaptive") is False):
+        return []
+    return [
+        f"{held} is adaptive (docs/policy-config.md): on sockets of this group whose bursts have",
+        "several writes, they leave as one segment, without Nagle's delayed-ACK stall;",
+        "on sockets that write once per burst: no effect (no holding, no extra syscall).",
+    ]
 
 
 def _settings(policy: str | dict) -> dict:
