@@ -107,8 +107,8 @@ def test_c_client_names_both_writers_with_lines_and_counts(tmp_path, port):
     assert (body["sizes"]["min"], body["sizes"]["max"]) == (32, 32)
     assert header["burst_position"] == {"first": 1.0, "middle": 0.0, "last": 0.0, "alone": 0.0}
     assert body["burst_position"]["last"] == round((REQUESTS - 1) / REQUESTS, 3) and body["burst_position"]["first"] == 0
-    assert f"write_header (client.c:{header['line']}): {REQUESTS} writes of 8 B, first of burst" in text
-    assert f"write_body (client.c:{body['line']}): {REQUESTS} writes of 32 B, last of burst" in text
+    assert f"write_header (client.c:{header['line']}): {REQUESTS} writes of 8 B (1 per burst), first of burst" in text
+    assert f"write_body (client.c:{body['line']}): {REQUESTS} writes of 32 B (1 per burst), last of burst" in text
 
 
 def test_sampling_names_the_writers_and_scales_counts(tmp_path, port):

@@ -68,8 +68,9 @@ def _render_call_sites(report: Report, console: Console) -> None:
             continue
         where = f"server :{scope.local_port}" if scope.role == "server" else f"{scope.role} → {scope.peer}:{scope.peer_port}"
         console.print(Text(f"call sites: {scope.program} {where}", style="bold"))
+        bursts = sum((report.sockets[index].get("bursts") or {}).get("count") or 0 for index in scope.sockets)
         for site in sites[:_CALL_SITES_SHOWN]:
-            console.print(f"  {call_site_line(site)}", soft_wrap=True, highlight=False)
+            console.print(f"  {call_site_line(site, bursts)}", soft_wrap=True, highlight=False)
         if len(sites) > _CALL_SITES_SHOWN:
             console.print(f"  ... {len(sites) - _CALL_SITES_SHOWN} more (--format json lists them all)", highlight=False)
 

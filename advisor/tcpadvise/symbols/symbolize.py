@@ -332,8 +332,9 @@ def _place_text(site: dict) -> str:
     return site_text(site)
 
 
-def call_site_line(site: dict) -> str:
-    """One site for the text report: where, how many writes of which sizes, where in their burst."""
+def call_site_line(site: dict, bursts: int = 0) -> str:
+    """One site for the text report: where, how many writes of which sizes (and per burst, given the
+    group's `bursts`), where in their burst."""
     mean = site["bytes"] / site["writes"] if site["writes"] else 0
     sizes = size_words(site.get("sizes")) or f"{mean:.0f} B mean"
     shares = site.get("burst_position")
@@ -344,4 +345,10 @@ def call_site_line(site: dict) -> str:
     else:
         first = site["first_of_burst"] / site["sampled_writes"] if site["sampled_writes"] else 0
         position = "first of burst" if first >= 0.9 else "later in burst" if first <= 0.1 else f"{first:.0%} first of burst"
-    return f"{site_text(site)}: {site['writes']} writes of {sizes}, {position}"
+    per_burst = f" ({_plain_number(site['writes'] / bursts)} per burst)" if bursts else ""
+    return f"{site_text(site)}: {site['writes']} writes of {sizes}{per_burst}, {position}"
+
+
+def _plain_number(value: float) -> str:
+    """Two decimals at most, never scientific notation: 15, 1.5, 0.33, <0.01."""
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value >= 0.01 or value == 0 else "<0.01"
