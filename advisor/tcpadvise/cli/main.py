@@ -910,14 +910,20 @@ def _write_output(output: Path, text: str) -> None:
 def _emit_text(render, output: Path | None) -> None:
     """Text to the terminal as is; to -o FILE without colours, 120 columns wide.
 
-    markup=False: a program named '[bold]' is a name, not rich markup.
+    markup=False: a program named '[bold]' is a name, not rich markup. Text for a pipe or a file
+    has no trailing spaces (rich pads its tables to their width).
     """
-    if output is None:
+    if output is None and click.get_text_stream("stdout").isatty():
         render(Console(highlight=False, markup=False))
         return
     buffer = io.StringIO()
-    render(Console(file=buffer, highlight=False, markup=False, width=120, color_system=None))
-    _emit(buffer.getvalue(), output)
+    width = 120 if output is not None else Console().width  # what rich would use on this stdout
+    render(Console(file=buffer, highlight=False, markup=False, width=width, color_system=None))
+    text = "\n".join(line.rstrip() for line in buffer.getvalue().split("\n"))
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        _emit(text, output)
 
 
 def _emit_by_host(output_format: str, output: Path | None, reports: dict) -> None:
