@@ -12,6 +12,7 @@ packages=(
   libbenchmark-dev     # bench/
   libunwind-dev        # call sites: the shim's local unwinder (static, hidden)
   iproute2 util-linux  # ip, taskset
+  strace               # tests/realprogs/test_adaptive.py: setsockopt calls per request
   pkgconf groff-base man-db  # tests/install: pkg-config, the man pages read with groff and man
   python3 python3-pip
   redis-server redis-tools nginx curl wrk  # tests/realprogs: real servers and clients
