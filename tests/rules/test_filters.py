@@ -3,7 +3,7 @@
 import json
 import os
 
-from tcpadvise.rules.rulebook import SEVERITIES
+from tcpadvise.rules import SEVERITIES
 from testlib import assert_one_line_error, invoke
 
 

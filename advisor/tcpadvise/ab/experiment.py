@@ -64,7 +64,6 @@ MIXTURE_PRECISIONS = (0.25, 4.0, 64.0, 1024.0)
 # Per-connection variance floor of the log turn time: a mean from histogram
 # buckets resolves about 1%, so identical arms never look infinitely precise.
 LOG_VARIANCE_FLOOR = 1e-4
-MAX_SEED = 2**63 - 1
 _ARM_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _MASK = (1 << 64) - 1
 

@@ -34,7 +34,6 @@ from .suites import SUITES, Arm, Settings
 LOADGEN_ENV = "TCPADVISE_LOADGEN"
 LOADGEN_NAME = "tcpadvise-loadgen"
 RESULTS_FORMAT = "tcpadvise.bench-results/1"
-BENCH_SERVER_PORT = 7357
 # Variables of ours or of a preload that must not leak into the plain arms.
 _ISOLATED_PREFIXES = ("LD_PRELOAD", "TCPADVISE_")
 

@@ -1,10 +1,14 @@
 """The report command's filter options (--program, --pid, --port, --peer, --role, --host, --min-severity)."""
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..model.filters import Filters
-from ..rules.rulebook import SEVERITIES
-from ..trace.hosts import UNKNOWN_HOST
+from ..rules import SEVERITIES
+from ..trace import UNKNOWN_HOST
+
+if TYPE_CHECKING:
+    from ..model.filters import Filters
 
 _OPTIONS = [
     click.option(
@@ -68,8 +72,10 @@ def filter_options(command):
     return command
 
 
-def filters_from(options: dict) -> Filters:
+def filters_from(options: dict) -> "Filters":
     """The Filters of the parsed options; removes them from `options`."""
+    from ..model.filters import Filters
+
     return Filters(
         **{
             name: tuple(options.pop(name))

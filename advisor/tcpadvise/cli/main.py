@@ -4,33 +4,26 @@ import io
 import stat
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
-from ..ab.experiment import MAX_SEED, build_ab_report, collect, experiment_config, parse_arms
+from ..ab import MAX_SEED
+from ..bench import BENCH_SERVER_PORT
 from ..bench.netns import PROFILES
-from ..bench.render import ProgressBar, render_summary, summary_console
-from ..bench.run import BENCH_SERVER_PORT, prepare_plot_directory, run_bench, serve, write_outputs
 from ..bench.suites import SUITE_NAMES, Settings
 from ..errors import BadInputError, OutputWriteError, TcpadviseError
-from ..model.filters import at_least, filter_inputs, filter_report
-from ..model.metrics import METRICS
-from ..model.report import build_report
-from ..policy.config import BUILTIN_POLICIES, check_config, write_policy_config
-from ..record.record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR, record, summary_line
-from ..render.json import dumps, render_json
-from ..render.printable import neutralised, neutralised_report
-from ..render.text import render_ab_text, render_text
-from ..resources import DOCS_DIR, DOCS_PLACEHOLDER, SEEDS_DIR
-from ..rules.advice import advise
-from ..rules.calibration import load_calibration
-from ..rules.rulebook import SEVERITIES, builtin_rule_files, check_rule_files, load_rulebook
-from ..safefile import write_atomically
-from ..trace.hosts import only_hosts, split_by_host, trace_host
-from ..trace.reader import Inputs, load_inputs
-from .filters import filter_options, filters_from
+from ..policy.config import BUILTIN_POLICIES
+from ..record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR
+from ..rules import SEVERITIES
+from .filters import filter_options
 from .version import version_text
+
+# Each command imports the modules it works with when it runs: `tcpadvise
+# --help` (and every command's) must not pay for rich, numpy, scipy,
+# jsonschema or the ELF reader (tests/advisor/test_commands.py).
+if TYPE_CHECKING:
+    from ..trace.reader import Inputs
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -161,7 +154,7 @@ def cli() -> None:
     show_default=True,
     help="Which writes have their call stack taken, so that the report names the code that "
     "writes: sample (a socket's first 4 writes, then about one in 256), all (every write: "
-    "exact counts, a few us a write), or off (README, Call sites).",
+    "exact counts, a few µs a write), or off (README, Call sites).",
 )
 @click.option(
     "--metrics-file",
@@ -229,6 +222,9 @@ def record_command(
     2, before CMD runs, for bad options, a --policy that is neither a
     built-in name nor a valid config, or a bad --ab.
     """
+    from ..ab.experiment import experiment_config, parse_arms
+    from ..record.record import record, summary_line
+
     if seed is not None and ab_arms is None:
         raise click.UsageError("--seed is the seed of --ab's draws: it needs --ab")
     experiment = None
@@ -366,6 +362,19 @@ def report_command(
     Exit status: 0 every trace read; 2 an error (nothing written);
     3 the report written, but damaged traces were skipped.
     """
+    from ..model.filters import at_least, filter_inputs, filter_report
+    from ..model.report import build_report
+    from ..policy.config import write_policy_config
+    from ..render.json import render_json
+    from ..render.printable import neutralised_report
+    from ..render.text import render_text
+    from ..rules.advice import advise
+    from ..rules.calibration import load_calibration
+    from ..rules.rulebook import load_rulebook
+    from ..trace.hosts import split_by_host
+    from ..trace.reader import load_inputs
+    from .filters import filters_from
+
     rulebook = load_rulebook(rule_files)
     measured = load_calibration(calibration) if calibration is not None else None
     filters = filters_from(filter_values)
@@ -448,6 +457,8 @@ def export_command(output_format: str, rule_files: tuple[Path, ...], hosts: tupl
     counted at the first le at or above their top (README, Metrics).
     """
     from ..render.openmetrics import render
+    from ..rules.rulebook import load_rulebook
+    from ..trace.reader import load_inputs
 
     inputs = _on_hosts(load_inputs(paths), hosts)
     click.echo(render(inputs, load_rulebook(rule_files), output_format), nl=False)
@@ -473,6 +484,7 @@ def serve_metrics_command(listen: str, rule_files: tuple[Path, ...], hosts: tupl
       tcpadvise serve-metrics --listen 127.0.0.1:9465 out
     """
     from ..render.serve_metrics import MetricsSource, parse_listen, serve
+    from ..rules.rulebook import load_rulebook
 
     address = parse_listen(listen)
     source = MetricsSource(directory, load_rulebook(rule_files), hosts)
@@ -514,6 +526,8 @@ def rules_list_command(rule_files: tuple[Path, ...]) -> None:
     seed numbers (../shared/seeds/NNN_*.txt) or another reference; a rule
     from a --rules file names its file.
     """
+    from ..rules.rulebook import builtin_rule_files, load_rulebook
+
     rules = load_rulebook(rule_files).rules
     width = max(len(rule.id) for rule in rules)
     builtin_origins = {str(path) for path in builtin_rule_files()}
@@ -541,6 +555,9 @@ def rules_show_command(rule_files: tuple[Path, ...], rule_id: str) -> None:
     Example:
       tcpadvise rules show sndbuf-limited
     """
+    from ..resources import DOCS_DIR, DOCS_PLACEHOLDER, SEEDS_DIR
+    from ..rules.rulebook import load_rulebook
+
     rule = load_rulebook(rule_files).get(rule_id)
     if rule is None:
         raise BadInputError(f"no rule has the id '{rule_id}' ('tcpadvise rules list' names them)")
@@ -568,6 +585,8 @@ def rules_check_command(ctx: click.Context, files: tuple[Path, ...]) -> None:
     Output: "FILE:LINE:COLUMN: message" per mistake and exit status 2, or
     "FILE: N rule(s): ID, ..." per file and exit status 0.
     """
+    from ..rules.rulebook import check_rule_files
+
     rules, problems = check_rule_files(files)
     for problem in problems:
         click.echo(problem)
@@ -593,6 +612,8 @@ def rules_metrics_command() -> None:
     Example:
       tcpadvise rules metrics | grep tcp.
     """
+    from ..model.metrics import METRICS
+
     width = max(len(name) for name in METRICS)
     for metric in METRICS.values():
         click.echo(f"{metric.name:<{width}}  {metric.unit:<8}  {metric.subject:<5}  {metric.description}")
@@ -668,6 +689,13 @@ def ab_report_command(
     turn-time distribution and per-connection means, and against control
     the confidence sequence and the fixed-horizon interval, drawn.
     """
+    from ..ab.experiment import build_ab_report, collect
+    from ..render.json import dumps
+    from ..render.printable import neutralised
+    from ..render.text import render_ab_text
+    from ..trace.hosts import split_by_host
+    from ..trace.reader import load_inputs
+
     _require_html_destination(output_format, output)
     inputs = load_inputs(paths)
     if by_host:
@@ -805,6 +833,11 @@ def bench_command(
     Exit status: 0; 2 for bad options or --link without root; 1 if a run
     fails (the message names the arm) or FILE or DIR cannot be written.
     """
+    from rich.console import Console
+
+    from ..bench.render import ProgressBar, render_summary, summary_console
+    from ..bench.run import prepare_plot_directory, run_bench, write_outputs
+
     settings = Settings(tuple(name for name in SUITE_NAMES if name in suites) or SUITE_NAMES, runs, rounds, seconds)
     if plot_dir is not None:
         prepare_plot_directory(plot_dir)
@@ -844,6 +877,8 @@ def bench_server_command(host: str, port: int) -> None:
       tcpadvise bench-server --port 7357
       tcpadvise bench --target B:7357 -o calibration-to-b.json
     """
+    from ..bench.run import serve
+
     serve(host, port, announce=lambda bound: click.echo(
         f"tcpadvise bench-server: listening on {host}:{bound}; measure with "
         f"'tcpadvise bench --target THIS-HOST:{bound}' (Ctrl-C stops)", err=True))
@@ -868,6 +903,8 @@ def config_check_command(file: Path) -> None:
       tcpadvise config check policy.yaml
       tcpadvise record --policy policy.yaml -- ./server
     """
+    from ..policy.config import check_config
+
     check = check_config(file)
     for line in check.lines:
         click.echo(line, err=not check.ok)
@@ -895,6 +932,8 @@ def _write_output(output: Path, text: str) -> None:
     A rename would replace a device or pipe (/dev/stdout, a FIFO) with a plain file, so a path that
     is, or leads to, anything but a regular file is refused; stdout is there for those.
     """
+    from ..safefile import write_atomically
+
     try:
         kind = output.stat().st_mode
     except OSError:
@@ -913,6 +952,8 @@ def _emit_text(render, output: Path | None) -> None:
     markup=False: a program named '[bold]' is a name, not rich markup. Text for a pipe or a file
     has no trailing spaces (rich pads its tables to their width).
     """
+    from rich.console import Console
+
     if output is None and click.get_text_stream("stdout").isatty():
         render(Console(highlight=False, markup=False))
         return
@@ -928,6 +969,10 @@ def _emit_text(render, output: Path | None) -> None:
 
 def _emit_by_host(output_format: str, output: Path | None, reports: dict) -> None:
     """One report per host: {host: (JSON document, text renderer)}; JSON is a list of the documents with their host."""
+    from rich.console import Console
+
+    from ..render.json import dumps
+
     if output_format == "html":
         raise click.UsageError("--by-host writes text or json; for a page per host, filter the traces by host")
     if output_format == "json":
@@ -942,15 +987,17 @@ def _emit_by_host(output_format: str, output: Path | None, reports: dict) -> Non
     _emit_text(render_all, output)
 
 
-def _exit_if_damaged(inputs: Inputs) -> None:
+def _exit_if_damaged(inputs: "Inputs") -> None:
     """Exit DAMAGED_EXIT once the report is out if damaged traces among the inputs were skipped."""
     if inputs.damaged:
         _warn(f"{len(inputs.damaged)} damaged trace(s) skipped (exit status {DAMAGED_EXIT}); see the warnings")
         sys.exit(DAMAGED_EXIT)
 
 
-def _on_hosts(inputs: Inputs, hosts: tuple[str, ...]) -> Inputs:
+def _on_hosts(inputs: "Inputs", hosts: tuple[str, ...]) -> "Inputs":
     """The inputs written on `hosts` (all of them when none is named); an error if that leaves none."""
+    from ..trace.hosts import only_hosts, trace_host
+
     if not hosts:
         return inputs
     kept = only_hosts(inputs, hosts)

@@ -2,15 +2,16 @@
 
 import importlib.metadata
 
-from .. import schemas
-from ..errors import ShimNotFoundError
-from ..record.shim import find_shim
-
 PACKAGE = "tcpadvise"
 
 
 def version_text() -> str:
     """Three lines: CLI version; the shim's path (it has no version string of its own); schema ids."""
+    # Imported here: `tcpadvise --help` must not pay for the schema registry.
+    from .. import schemas
+    from ..errors import ShimNotFoundError
+    from ..record.shim import find_shim
+
     try:
         cli_version = importlib.metadata.version(PACKAGE)
     except importlib.metadata.PackageNotFoundError:

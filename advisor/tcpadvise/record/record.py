@@ -15,10 +15,9 @@ from ..policy.config import resolve_policy, write_policy_file
 from ..safefile import write_atomically
 from ..symbols.elfinfo import blind_spot, inspect_executable, resolve_command
 from ..trace.reader import RECORD_FILE, RECORD_SCHEMA, load_inputs
+from . import DEFAULT_INTERVAL
 from .shim import find_shim
 
-DEFAULT_OUT_DIR = Path("tcpadvise-out")
-DEFAULT_INTERVAL = 5.0
 _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 

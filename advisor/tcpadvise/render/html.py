@@ -30,7 +30,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from ..model import hist
 from ..model.metrics import Scope, subjects_of
 from ..model.report import Report
-from ..rules.rulebook import SEVERITIES
+from ..rules import SEVERITIES
 from ..symbols.symbolize import merge_call_sites, site_text
 from ..units import format_bytes, format_duration_us, format_value
 from .text import _OP_SYMBOLS, _figure_cells, _identity_cells, _policy_text, _scope_text

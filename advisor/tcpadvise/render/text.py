@@ -19,7 +19,7 @@ from rich.text import Text
 
 from ..model.metrics import Scope, subjects_of
 from ..model.report import Report
-from ..rules.rulebook import SEVERITIES
+from ..rules import SEVERITIES
 from ..symbols.symbolize import call_site_line, merge_call_sites, site_text
 from ..units import DASH, format_bytes, format_duration_us, format_number, format_value
 

@@ -28,8 +28,9 @@ from ..model.report import Report
 from ..resources import DOCS_DIR, DOCS_PLACEHOLDER, seed_path
 from ..symbols.symbolize import call_sites_sentence, merge_call_sites
 from ..units import format_value
+from . import SEVERITIES
 from .calibration import Calibration, field_unit
-from .rulebook import SEVERITIES, Rule, Rulebook, choose, evaluate, evidence_item, fill, level
+from .rulebook import Rule, Rulebook, choose, evaluate, evidence_item, fill, level
 
 MEASURED_PREFIX = "measured here: "
 

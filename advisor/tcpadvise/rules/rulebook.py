@@ -33,7 +33,6 @@ from . import yamlsafe
 from .calibration import measurement_fields
 
 RULES_SCHEMA = "tcpadvise.rules/1"
-SEVERITIES = ("high", "medium", "low", "info")
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)\}")
 _COMPARE = {
     "==": operator.eq,

@@ -4,9 +4,8 @@ uname's nodename); traces written before the shim recorded it are of host "unkno
 import dataclasses
 from collections.abc import Iterable
 
+from . import UNKNOWN_HOST
 from .reader import Inputs
-
-UNKNOWN_HOST = "unknown"
 
 
 def trace_host(trace) -> str:
