@@ -28,6 +28,7 @@ SCHEMA_FILES = {
     "tcpadvise.calibration/1": "calibration-1.schema.json",
     "tcpadvise.report/1": "report-1.schema.json",
     "tcpadvise.ab-report/1": "ab-report-1.schema.json",
+    "tcpadvise.diff/1": "diff-1.schema.json",
 }
 
 

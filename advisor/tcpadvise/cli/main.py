@@ -718,6 +718,74 @@ def ab_report_command(
         _emit_text(lambda console: render_ab_text(neutralised(report), console), output)
 
 
+# REGRESSION_EXIT: diff --fail-on-regression found a turn time that grew or a finding that appeared.
+REGRESSION_EXIT = 1
+
+
+@cli.command(name="diff")
+@click.argument("before", type=click.Path(exists=True, path_type=Path))
+@click.argument("after", type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: a table for people; json: a document for scripts (schema https://tcpadvise.dev/schemas/diff/1).")
+@output_option
+@rules_option
+@click.option("--fail-on-regression", is_flag=True,
+              help=f"Exit {REGRESSION_EXIT} when a group's turn p50 or p99 grew significantly or a finding appeared.")
+def diff_command(before: Path, after: Path, output_format: str, output: Path | None, rule_files: tuple[Path, ...],
+                 fail_on_regression: bool) -> None:
+    """Compare two recordings, before and after a change.
+
+    BEFORE and AFTER are each a trace file or a directory of them (as for
+    'report'). For every socket group in both (a program, its role and the
+    service port: a server's local port, a client's peer port): turn p50
+    and p99, writes per burst (p50), each with the change and its 95%
+    interval, and data segments per write. Then the groups found on one
+    side only, and the findings that appeared or went away.
+
+    The intervals come from scipy.stats.bootstrap (percentile method, 999
+    resamples, a fixed seed: the same inputs print the same intervals)
+    over the samples of each side's histograms; a change whose interval
+    excludes 0 is marked '*' (JSON: "significant"). The turns of one
+    connection are treated as independent, which they nearly are.
+
+    \b
+    Example:
+      tcpadvise record -o before -- ./client
+      tcpadvise record -o after --policy nodelay -- ./client
+      tcpadvise diff before after
+
+    \b
+    Exit status: 0 compared; 1 with --fail-on-regression, a regression;
+    2 an error (a path that holds no trace, a bad rule file);
+    3 compared, but damaged traces were skipped.
+    """
+    from ..model.diff import diff_reports, regressed
+    from ..model.report import build_report
+    from ..render.json import dumps
+    from ..render.printable import neutralised
+    from ..render.text import render_diff_text
+    from ..rules.advice import advise
+    from ..rules.rulebook import load_rulebook
+    from ..trace.reader import load_inputs
+
+    rulebook = load_rulebook(rule_files)
+    sides = []
+    for path in (before, after):
+        inputs = load_inputs((path,))
+        report = build_report(inputs)
+        report.findings = advise(report, rulebook)
+        sides.append((inputs, report))
+    document = diff_reports(sides[0][1], sides[1][1])
+    if output_format == "json":
+        _emit(dumps(document), output)
+    else:
+        _emit_text(lambda console: render_diff_text(neutralised(document), console), output)
+    for inputs, _ in sides:
+        _exit_if_damaged(inputs)
+    if fail_on_regression and regressed(document):
+        sys.exit(REGRESSION_EXIT)
+
+
 @cli.command(name="bench")
 @click.option(
     "--suite",

@@ -279,6 +279,55 @@ def render_ab_text(report: dict, console: Console) -> None:
 
 
 def _signed_us(us: float | None) -> str:
-    if us is None:
-        return "-"
-    return ("-" if us < 0 else "+") + format_duration_us(abs(us))
+    return DASH if us is None else _signed(us, format_duration_us)
+
+
+def render_diff_text(document: dict, console: Console) -> None:
+    """A diff (model.diff): per group in both, each figure before and after with its change; then the rest."""
+    console.print(Text(f"tcpadvise diff: {len(document['before']['traces'])} trace(s) before, "
+                       f"{len(document['after']['traces'])} after", style="bold"))
+    if not document["groups"]:
+        console.print("no socket group is in both")
+    confidence = f"{document['confidence'] * 100:.0f}% interval"
+    for group in document["groups"]:
+        connections = group["connections"]
+        console.print()
+        console.print(Text(f"{_diff_group_name(group)}: {connections['before']} -> {connections['after']} "
+                           "connection(s)", style="bold"))
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+        for column in ("", "before", "after", "change", confidence):
+            table.add_column(column, justify="left" if not column else "right", no_wrap=True)
+        for label, key, format_one in (("turn p50", "turn_p50_us", format_duration_us),
+                                       ("turn p99", "turn_p99_us", format_duration_us),
+                                       ("writes per burst", "writes_per_burst_p50", format_number)):
+            compared = group[key]
+            change = DASH if compared["change"] is None else _signed(compared["change"], format_one)
+            interval = (DASH if compared["low"] is None else
+                        f"{_signed(compared['low'], format_one)} to {_signed(compared['high'], format_one)}"
+                        + (" *" if compared["significant"] else ""))
+            table.add_row(label, format_one(compared["before"]), format_one(compared["after"]), change, interval)
+        segments = group["segments_per_write"]
+        table.add_row("segments per write", _ratio(segments["before"]), _ratio(segments["after"]), DASH, DASH)
+        console.print(table)
+    console.print("* the interval excludes 0: a significant change")
+    for side, label in (("only_before", "only before"), ("only_after", "only after")):
+        for group in document[side]:
+            console.print(Text(f"{label}: {_diff_group_name(group)}"))
+    for side, label in (("findings_appeared", "appeared"), ("findings_gone", "gone")):
+        for finding in document[side]:
+            port = finding["local_port"] if finding["role"] == "server" else finding["peer_port"]
+            console.print(Text(f"finding {label}: {finding['severity']} {finding['rule']} "
+                               f"({finding['program']} {finding['role']}, port {port if port is not None else DASH})"))
+
+
+def _diff_group_name(group: dict) -> str:
+    port = DASH if group["port"] is None else group["port"]
+    return f"{group['program']} {group['role']} :{port}"
+
+
+def _signed(value: float, format_one) -> str:
+    return ("-" if value < 0 else "+") + format_one(abs(value))
+
+
+def _ratio(value: float | None) -> str:
+    return DASH if value is None else format_number(value)
