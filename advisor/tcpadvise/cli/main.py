@@ -499,7 +499,7 @@ def serve_metrics_command(listen: str, rule_files: tuple[Path, ...], hosts: tupl
 def rules_group() -> None:
     """The rulebook behind the findings of 'tcpadvise report'.
 
-    Rules are YAML data (schema tcpadvise.rules/1, in the package as
+    Rules are YAML data (schema https://tcpadvise.dev/schemas/rules/1, in the package as
     schemas/rules-1.schema.json): a condition over documented metrics
     ('tcpadvise rules metrics'), a severity, a confidence, a recommendation
     (a policy and a code change) and the source of its expected effect.
@@ -572,7 +572,7 @@ def rules_show_command(rule_files: tuple[Path, ...], rule_id: str) -> None:
 def rules_check_command(ctx: click.Context, files: tuple[Path, ...]) -> None:
     """Check rule files: every mistake with its line and column, or a summary.
 
-    Checks the schema (tcpadvise.rules/1), then what it cannot: metric names
+    Checks the schema (https://tcpadvise.dev/schemas/rules/1), then what it cannot: metric names
     and units against their comparisons, {metric} placeholders, level and
     variant lists, calibration measurements, the ids of suppressed_by
     (against the built-in rules and the files given).

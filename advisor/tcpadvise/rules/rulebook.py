@@ -32,7 +32,7 @@ from ..units import NUMERIC_UNITS
 from . import yamlsafe
 from .calibration import measurement_fields
 
-RULES_SCHEMA = "tcpadvise.rules/1"
+RULES_SCHEMA = schemas.uri("tcpadvise.rules/1")
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)\}")
 _COMPARE = {
     "==": operator.eq,
