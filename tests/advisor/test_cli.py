@@ -53,7 +53,7 @@ def test_report_json_has_the_documented_keys(tmp_path):
     result = invoke("report", "--format", "json", str(tmp_path))
     assert result.exit_code == 0
     document = json.loads(result.stdout)
-    assert list(document) == ["schema", "traces", "sockets", "findings", "warnings"]
+    assert list(document) == ["schema", "traces", "sockets", "findings", "warnings", "policy_effects"]
     item = document["sockets"][0]
     for key in (
         "program",

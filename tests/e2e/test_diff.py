@@ -56,3 +56,15 @@ def test_diff_of_a_path_without_traces_is_one_line_error(tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "junk.json").write_text("{not json")
     assert_one_line_error(invoke("diff", tmp_path / "junk.json", tmp_path / "empty"), 2, "junk.json")
+
+
+def test_report_expects_adaptive_policies_to_end_the_nagle_stall(tmp_path, server_factory):
+    server = server_factory()
+    (tmp_path / "observe").mkdir()
+    traces = record(tmp_path, "observe", server.port, "observe")
+    report = invoke("report", "--format", "json", traces)
+    (effect,) = json.loads(report.stdout)["policy_effects"]
+    assert (effect["program"], effect["role"], effect["peer_port"]) == ("burst", "client", server.port)
+    assert effect["effect"] == "holds" and effect["multi_write_bursts"] == effect["bursts"] == ROUNDS, effect
+    assert "without the delayed-ACK wait" in effect["text"]
+    assert "adaptive cork or coalesce, expected effect:" in invoke("report", traces).stdout

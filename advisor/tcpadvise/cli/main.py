@@ -344,6 +344,11 @@ def report_command(
                 accepts), code, note}, expected_effect, source {seeds,
                 note, seed_effect, calibration}
       warnings  the warnings above, as sentences
+      policy_effects  per socket group that writes, what adaptive cork
+                or coalesce would do: {program, role, local_port,
+                peer, peer_port, connections, bursts,
+                multi_write_bursts, effect (none: every burst is one
+                write, passed straight through | holds), text}
 
     HTML output: one self-contained page (no network needed to open it)
     with the table, the findings and, per socket group, charts of write
@@ -365,6 +370,7 @@ def report_command(
     from ..model.filters import at_least, filter_inputs, filter_report
     from ..model.report import build_report
     from ..policy.config import write_policy_config
+    from ..policy.effect import policy_effects
     from ..render.json import render_json
     from ..render.printable import neutralised_report
     from ..render.text import render_text
@@ -385,6 +391,7 @@ def report_command(
         reports = {host: filter_report(build_report(part), filters) for host, part in split_by_host(inputs).items()}
         for report in reports.values():
             report.findings = at_least(advise(report, rulebook, measured), min_severity, SEVERITIES)
+            report.policy_effects = policy_effects(report)
         _emit_by_host(
             output_format,
             output,
@@ -395,6 +402,7 @@ def report_command(
         return
     report = filter_report(build_report(inputs), filters)
     report.findings = at_least(advise(report, rulebook, measured), min_severity, SEVERITIES)
+    report.policy_effects = policy_effects(report)
     if policy_file is not None:
         config = write_policy_config(policy_file, report.findings)
         click.echo(

@@ -42,6 +42,8 @@ class Report:
     manifests: list[Manifest] = field(default_factory=list)
     findings: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # policy_effects: policy.effect's expected effect of the adaptive policies, per socket group.
+    policy_effects: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -50,6 +52,7 @@ class Report:
             "sockets": self.sockets,
             "findings": self.findings,
             "warnings": self.warnings,
+            "policy_effects": self.policy_effects,
         }
 
     def total(self) -> dict | None:

@@ -55,6 +55,7 @@ def render_text(report: Report, console: Console) -> None:
         # soft_wrap leaves a warning on one line for grep; a terminal wraps it anyway.
         console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
     _render_call_sites(report, console)
+    _render_policy_effects(report.policy_effects, console)
     _render_findings(report.findings, console)
 
 
@@ -73,6 +74,16 @@ def _render_call_sites(report: Report, console: Console) -> None:
             console.print(f"  {call_site_line(site, bursts)}", soft_wrap=True, highlight=False)
         if len(sites) > _CALL_SITES_SHOWN:
             console.print(f"  ... {len(sites) - _CALL_SITES_SHOWN} more (--format json lists them all)", highlight=False)
+
+
+def _render_policy_effects(effects: list[dict], console: Console) -> None:
+    """Per socket group, what adaptive cork or coalesce would do (policy.effect)."""
+    if effects:
+        console.print(Text("adaptive cork or coalesce, expected effect:", style="bold"))
+    for effect in effects:
+        where = (f"server :{effect['local_port']}" if effect["role"] == "server"
+                 else f"{effect['role']} → {effect['peer']}:{effect['peer_port']}")
+        console.print(Text(f"  {effect['program']} {where}: {effect['text']}"), soft_wrap=True)
 
 
 # A cell is a list of short lines: stacked in a table, joined by commas in a block.
