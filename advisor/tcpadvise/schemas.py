@@ -29,6 +29,7 @@ SCHEMA_FILES = {
     "tcpadvise.report/1": "report-1.schema.json",
     "tcpadvise.ab-report/1": "ab-report-1.schema.json",
     "tcpadvise.diff/1": "diff-1.schema.json",
+    "tcpadvise.bench/1": "bench-1.schema.json",
 }
 
 

@@ -105,6 +105,8 @@ def test_the_calibration_validates_and_report_reads_it(loopback_run):
 def test_the_results_hold_every_summary_with_its_counts(loopback_run):
     _, out = loopback_run
     results = json.loads((out / "calibration.results.json").read_text())
+    assert results["schema"] == "https://tcpadvise.dev/schemas/bench/1"
+    assert schemas.errors(results["schema"], results) == []
     assert results["path"]["name"] == "loopback"
     assert set(results["suites"]) == {"pingpong", "nagle", "stream", "rpc"}
     point = results["suites"]["pingpong"]["points"][0]["round_trip_us"]

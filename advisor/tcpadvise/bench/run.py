@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import schemas
 from ..errors import BenchError, LoadgenNotFoundError, ShimNotFoundError
 from ..policy.config import builtin_config
 from ..record.record import shim_environment
@@ -33,7 +34,7 @@ from .suites import SUITES, Arm, Settings
 
 LOADGEN_ENV = "TCPADVISE_LOADGEN"
 LOADGEN_NAME = "tcpadvise-loadgen"
-RESULTS_FORMAT = "tcpadvise.bench-results/1"
+RESULTS_SCHEMA = schemas.uri("tcpadvise.bench/1")
 # Variables of ours or of a preload that must not leak into the plain arms.
 _ISOLATED_PREFIXES = ("LD_PRELOAD", "TCPADVISE_")
 
@@ -121,7 +122,7 @@ def run_bench(
                 key: _significant(value) for key, value in fields.items()
             }
     results = {
-        "format": RESULTS_FORMAT,
+        "schema": RESULTS_SCHEMA,
         "host": host,
         "kernel": platform.release(),
         "cpus": os.cpu_count(),
