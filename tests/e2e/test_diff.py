@@ -32,7 +32,7 @@ def test_diff_shows_the_nagle_stall_gone_under_nodelay(tmp_path, server_factory)
     result, document = diff_json(before, after)
     assert result.exit_code == 0, result.output
     (group,) = document["groups"]
-    assert (group["program"], group["role"], group["port"]) == ("burst", "client", server.port)
+    assert (group["program"], group["role"], group["peer_port"], group["stream"]) == ("burst", "client", server.port, False)
     turn = group["turn_p50_us"]
     assert turn["before"] > 30_000 and turn["after"] < 5_000, turn  # 40 ms delayed ACK, then none
     assert turn["significant"] and turn["low"] <= turn["change"] <= turn["high"] < 0, turn

@@ -744,8 +744,9 @@ def diff_command(before: Path, after: Path, output_format: str, output: Path | N
     """Compare two recordings, before and after a change.
 
     BEFORE and AFTER are each a trace file or a directory of them (as for
-    'report'). For every socket group in both (a program, its role and the
-    service port: a server's local port, a client's peer port): turn p50
+    'report'). For every socket group in both (as the report's findings
+    scope them: a program's server on one local port, or its client
+    connections to one peer address and port; streams apart): turn p50
     and p99, writes per burst (p50), each with the change and its 95%
     interval, and data segments per write. Then the groups found on one
     side only, and the findings that appeared or went away.
@@ -754,7 +755,8 @@ def diff_command(before: Path, after: Path, output_format: str, output: Path | N
     resamples, a fixed seed: the same inputs print the same intervals)
     over the samples of each side's histograms; a change whose interval
     excludes 0 is marked '*' (JSON: "significant"). The turns of one
-    connection are treated as independent, which they nearly are.
+    connection are treated as independent, a simplification that
+    narrows the interval when they are not.
 
     \b
     Example:

@@ -1,7 +1,8 @@
 """diff: two reports side by side (before and after a change), per socket group present in both.
 
-A group is the report's unit of advice: the connections of one program in one
-role on one service port (a server's local port, a client's peer port). For
+A group is the report's unit of advice (model.metrics.Scope): the connections
+of one program in one role to one service (a server's local port, a client's
+peer address and port), streams apart from exchanges. For
 each group in both reports: turn p50 and p99 and writes per burst (p50), each
 with a bootstrap confidence interval of the change (scipy.stats.bootstrap over
 the histograms' samples, a fixed seed, so the same inputs give the same
@@ -18,8 +19,8 @@ from collections.abc import Callable, Iterable
 from .. import schemas
 from ..units import ns_to_us
 from . import hist
+from .metrics import Scope, subjects_of
 from .report import Report
-from .sockets import merge_sockets
 
 DIFF_SCHEMA = schemas.uri("tcpadvise.diff/1")
 CONFIDENCE = 0.95
@@ -30,12 +31,7 @@ BOOTSTRAP_SAMPLES = 4000
 BOOTSTRAP_RESAMPLES = 999
 SEED = 20261124
 
-GroupKey = tuple[str, str, int | None]
-
-
-def group_key(item: dict) -> GroupKey:
-    """(program, role, service port) of a report socket item."""
-    return item["program"], item["role"], item["service_port"]
+GroupKey = tuple[str, str, int | None, str | None, int | None, bool]
 
 
 def _finding_key(finding: dict) -> tuple:
@@ -73,14 +69,12 @@ def regressed(document: dict) -> bool:
 
 
 def _groups(report: Report) -> dict[GroupKey, dict]:
-    """Each group's sockets merged (model.sockets.merge_sockets), with its segments per write."""
-    grouped: dict[GroupKey, tuple[list[dict], list[dict]]] = {}
-    for item, raw in zip(report.sockets, report.raw_sockets):
-        items, raws = grouped.setdefault(group_key(item), ([], []))
-        items.append(item)
-        raws.append(raw)
-    return {key: {**merge_sockets(raws), "segments_per_write": _segments_per_write(items)}
-            for key, (items, raws) in grouped.items()}
+    """Each socket group's merged figures (Scope.merged), with its segments per write."""
+    return {
+        (scope.program, scope.role, scope.local_port, scope.peer, scope.peer_port, scope.merged["stream"]):
+            {**scope.merged, "segments_per_write": _segments_per_write([report.sockets[index] for index in scope.sockets])}
+        for scope in subjects_of(report) if isinstance(scope, Scope)
+    }
 
 
 def _segments_per_write(items: list[dict]) -> float | None:
@@ -91,8 +85,9 @@ def _segments_per_write(items: list[dict]) -> float | None:
 
 
 def _key_json(key: GroupKey) -> dict:
-    program, role, port = key
-    return {"program": program, "role": role, "port": port}
+    program, role, local_port, peer, peer_port, stream = key
+    return {"program": program, "role": role, "local_port": local_port, "peer": peer, "peer_port": peer_port,
+            "stream": stream}
 
 
 def _group_diff(key: GroupKey, before: dict, after: dict) -> dict:

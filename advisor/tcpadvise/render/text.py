@@ -332,8 +332,9 @@ def render_diff_text(document: dict, console: Console) -> None:
 
 
 def _diff_group_name(group: dict) -> str:
-    port = DASH if group["port"] is None else group["port"]
-    return f"{group['program']} {group['role']} :{port}"
+    where = (f"server :{group['local_port']}" if group["role"] == "server"
+             else f"{group['role']} → {group['peer']}:{group['peer_port']}")
+    return f"{group['program']} {where}" + (" (stream)" if group["stream"] else "")
 
 
 def _signed(value: float, format_one) -> str:
