@@ -13,6 +13,11 @@
 
 namespace tcpadvise {
 
+// kConfigSchema is the URI a config names in its schema field (the JSON
+// Schema advisor/tcpadvise/schemas/config-1.schema.json); `version: 1`, what
+// configs said before, means the same.
+constexpr char kConfigSchema[] = "https://tcpadvise.dev/schemas/config/1";
+
 // kMaxRules bounds a config; kMaxNameLength bounds names and globs.
 constexpr int kMaxRules = 64;
 constexpr int kMaxNameLength = 128;

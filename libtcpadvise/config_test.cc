@@ -113,6 +113,20 @@ TEST(ConfigTest, SyntaxErrorsAndMissingFilesAreErrors) {
   EXPECT_NE(wrong_version.errors.find("1:10: unknown version"), std::string::npos) << wrong_version.errors;
 }
 
+TEST(ConfigTest, ConfigNamesItsSchemaOrSaysVersionOne) {
+  const Loaded by_uri = Load(std::string("schema: ") + kConfigSchema + "\nrules:\n  - policy: nodelay\n");
+  ASSERT_EQ(by_uri.error_count, 0) << by_uri.errors;
+  EXPECT_TRUE(by_uri.config.rules[0].settings.nodelay);
+  EXPECT_EQ(Load(std::string("schema: ") + kConfigSchema + "\nversion: 1\nrules: []\n").error_count, 0);
+  const Loaded other = Load("schema: https://tcpadvise.dev/schemas/config/2\nrules: []\n");
+  EXPECT_NE(other.errors.find("1:9: unknown schema; this tcpadvise reads https://tcpadvise.dev/schemas/config/1"),
+            std::string::npos)
+      << other.errors;
+  const Loaded neither = Load("rules: []\n");
+  EXPECT_NE(neither.errors.find("missing 'schema: https://tcpadvise.dev/schemas/config/1'"), std::string::npos)
+      << neither.errors;
+}
+
 TEST(ConfigTest, FirstMatchingRuleWins) {
   const Loaded l = Load(R"(version: 1
 rules:

@@ -21,14 +21,9 @@ class Parser {
   explicit Parser(PolicyConfig* config) : config_(config) {}
 
   void Parse(const YAML::Node& root) {
-    if (!root.IsMap()) return Error(root, "expected a mapping with version and rules");
-    CheckKeys(root, {"version", "output", "rules", "experiment"});
-    const YAML::Node version = root["version"];
-    if (!version) {
-      Error(root, "missing 'version: 1'");
-    } else if (Int(version, "version") != 1) {
-      Error(version, "unknown version; this tcpadvise reads version 1");
-    }
+    if (!root.IsMap()) return Error(root, "expected a mapping with schema and rules");
+    CheckKeys(root, {"schema", "version", "output", "rules", "experiment"});
+    ParseSchema(root);
     if (const YAML::Node output = root["output"]) ParseOutput(output);
     const YAML::Node rules = root["rules"];
     const YAML::Node experiment = root["experiment"];
@@ -41,6 +36,22 @@ class Parser {
       for (const YAML::Node& rule : rules) ParseRule(rule, config_->rules[config_->rule_count++]);
     }
     if (experiment) ParseExperiment(experiment);
+  }
+
+  // Parser::ParseSchema checks that the config names its schema's URI, or
+  // says `version: 1` as configs written before the URI did.
+  void ParseSchema(const YAML::Node& root) {
+    const YAML::Node schema = root["schema"];
+    const YAML::Node version = root["version"];
+    if (schema) {
+      if (!schema.IsScalar() || schema.Scalar() != kConfigSchema) {
+        Error(schema, std::string("unknown schema; this tcpadvise reads ") + kConfigSchema);
+      }
+    }
+    if (version && Int(version, "version") != 1) {
+      Error(version, std::string("unknown version; this tcpadvise reads version 1 (schema ") + kConfigSchema + ")");
+    }
+    if (!schema && !version) Error(root, std::string("missing 'schema: ") + kConfigSchema + "'");
   }
 
   // Parser::Errors lists the mistakes in the order they stand in the file.

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+import yaml
 from scipy import stats
 
 from tcpadvise import schemas
@@ -74,6 +75,7 @@ def test_experiment_config_is_accepted_by_the_shim(tmp_path, monkeypatch):
     path.write_text(experiment_config(parse_arms("control=observe,treat=coalesce"), seed=42))
     check = check_config(path)
     assert check.ok and "experiment ab (seed 42)" in "\n".join(check.lines)
+    assert schemas.errors("tcpadvise.config/1", yaml.safe_load(path.read_text())) == []
 
 
 def test_clear_improvement_is_a_winner():

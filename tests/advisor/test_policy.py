@@ -3,7 +3,9 @@ built beside the shim (tests skip without a build)."""
 import json
 
 import pytest
+import yaml
 
+from tcpadvise import schemas
 from tcpadvise.errors import ConfigError
 from tcpadvise.policy.config import BUILTIN_POLICIES, builtin_config, check_config, resolve_policy
 from testlib import invoke, shim_path
@@ -54,6 +56,19 @@ def test_builtin_names_become_configs_the_shim_accepts(tmp_path, name):
     assert path == (tmp_path / "policy.yaml").resolve()
     assert path.read_text() == builtin_config(name)
     assert check_config(path).ok
+    assert schemas.errors("tcpadvise.config/1", yaml.safe_load(path.read_text())) == []
+
+
+def test_a_config_names_its_schema_or_says_version_1(tmp_path):
+    by_uri = tmp_path / "uri.yaml"
+    by_uri.write_text(GOOD.replace("version: 1", "schema: https://tcpadvise.dev/schemas/config/1"))
+    assert check_config(by_uri).ok
+    assert schemas.errors("tcpadvise.config/1", yaml.safe_load(by_uri.read_text())) == []
+    neither = tmp_path / "neither.yaml"
+    neither.write_text(GOOD.replace("version: 1\n", ""))
+    check = check_config(neither)
+    assert not check.ok and "missing 'schema: https://tcpadvise.dev/schemas/config/1'" in check.lines[0]
+    assert schemas.errors("tcpadvise.config/1", yaml.safe_load(neither.read_text())) != []
 
 
 def test_resolve_policy_refuses_unknown_names_and_bad_files(tmp_path):

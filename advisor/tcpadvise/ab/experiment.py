@@ -46,7 +46,7 @@ import yaml
 from .. import schemas
 from ..errors import BadInputError
 from ..model import hist
-from ..policy.config import BUILTIN_POLICIES, CONFIG_VERSION
+from ..policy.config import BUILTIN_POLICIES, CONFIG_SCHEMA
 from ..trace.reader import Inputs
 from ..units import format_value, ns_to_us
 
@@ -97,7 +97,7 @@ def experiment_config(arms: list[tuple[str, str]], seed: int | None = None) -> s
     origin = "given with --seed" if seed is not None else "random: no --seed given"
     seed = random.SystemRandom().randrange(1 << 62) if seed is None else seed
     arms_data = [{"name": arm, "weight": 1, "policy": policy} for arm, policy in arms]
-    config = {"version": CONFIG_VERSION, "experiment": {"name": "ab", "seed": seed, "arms": arms_data}}
+    config = {"schema": CONFIG_SCHEMA, "experiment": {"name": "ab", "seed": seed, "arms": arms_data}}
     return f"# tcpadvise record --ab\n# seed {origin}\n" + yaml.safe_dump(config, sort_keys=False, width=1000)
 
 

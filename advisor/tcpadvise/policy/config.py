@@ -30,7 +30,8 @@ from ..record.shim import find_helper
 from ..resources import doc_path
 from ..safefile import write_atomically
 
-CONFIG_VERSION = 1
+# CONFIG_SCHEMA: the URI a config names (schemas/config-1.schema.json); the shim also reads `version: 1`.
+CONFIG_SCHEMA = "https://tcpadvise.dev/schemas/config/1"
 BUILTIN_SETTINGS = {
     "observe": {},
     "nodelay": {"nodelay": True},
@@ -72,7 +73,7 @@ def check_config(path: Path) -> ConfigCheck:
 
 def builtin_config(name: str) -> str:
     """The config a built-in policy name stands for: that policy on every socket."""
-    config = {"version": CONFIG_VERSION, "rules": [{"name": name, "policy": name}]}
+    config = {"schema": CONFIG_SCHEMA, "rules": [{"name": name, "policy": name}]}
     return f"# tcpadvise record --policy {name}\n" + yaml.safe_dump(config, sort_keys=False)
 
 
@@ -131,13 +132,13 @@ def scope_rules(findings: list[dict]) -> list[dict]:
 
 def write_policy_config(path: Path, findings: list[dict]) -> dict:
     """Write the config as YAML, each rule under a comment naming its findings; return the config:
-    {"version": 1, "rules": [{"name", "match", "policy"}, ...]}, most severe scope first."""
+    {"schema": CONFIG_SCHEMA, "rules": [{"name", "match", "policy"}, ...]}, most severe scope first."""
     rules = scope_rules(findings)
-    config = {"version": CONFIG_VERSION, "rules": rules[:MAX_RULES]}
+    config = {"schema": CONFIG_SCHEMA, "rules": rules[:MAX_RULES]}
     lines = [
         f"# tcpadvise policy config ({doc_path('policy-config.md')}), written by 'tcpadvise report --emit-policy'.",
         "# Try it: tcpadvise record --policy THIS-FILE -- COMMAND",
-        f"version: {CONFIG_VERSION}",
+        f"schema: {CONFIG_SCHEMA}",
         "rules:" if config["rules"] else "rules: []",
     ]
     for rule in config["rules"]:
