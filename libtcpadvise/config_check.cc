@@ -1,11 +1,15 @@
-// tcpadvise-config-check FILE: checks a policy config with the very parser
-// the shim uses. Prints "FILE:LINE:COLUMN: message" per mistake and exits 2,
-// or a one-line summary of the rules and exits 0. `tcpadvise config check`
-// runs it.
+// tcpadvise-config-check [--compile] FILE: checks a policy config with the
+// very parser the shim uses. Prints "FILE:LINE:COLUMN: message" per mistake
+// and exits 2, or a one-line summary of the rules and exits 0. With
+// --compile, a good config is written to stdout compiled
+// (config_compiled.h) instead of the summary. `tcpadvise config check` and
+// `tcpadvise config compile` run it.
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
+#include "config_compiled.h"
 
 extern "C" int tcpadvise_load_config(const char* path, tcpadvise::PolicyConfig* config, char* errors,
                                      size_t errors_size);
@@ -19,23 +23,41 @@ static void Describe(const tcpadvise::PolicySettings& s, char* out, size_t size)
   if (out[0] == '\0') snprintf(out, size, " observe");
 }
 
+// WriteCompiled writes config compiled to stdout; false when it could not.
+static bool WriteCompiled(const tcpadvise::PolicyConfig& config) {
+  static unsigned char bytes[tcpadvise::kMaxCompiledConfigSize];
+  const size_t size = tcpadvise::EncodeCompiledConfig(config, bytes);
+  return fwrite(bytes, 1, size, stdout) == size && fflush(stdout) == 0;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: tcpadvise-config-check FILE\n");
+  const bool compile = argc == 3 && strcmp(argv[1], "--compile") == 0;
+  if (argc != 2 + compile) {
+    fprintf(stderr, "usage: tcpadvise-config-check [--compile] FILE\n");
+    return 2;
+  }
+  const char* path = argv[argc - 1];
+  if (compile && isatty(STDOUT_FILENO)) {
+    fprintf(stderr, "tcpadvise-config-check: --compile writes binary data: redirect stdout to a file\n");
     return 2;
   }
   static tcpadvise::PolicyConfig config;
   static char errors[65536];
-  const int count = tcpadvise_load_config(argv[1], &config, errors, sizeof(errors));
+  const int count = tcpadvise_load_config(path, &config, errors, sizeof(errors));
   if (count > 0) {
     for (char* line = strtok(errors, "\n"); line != nullptr; line = strtok(nullptr, "\n")) {
-      printf("%s:%s\n", argv[1], line);
+      fprintf(compile ? stderr : stdout, "%s:%s\n", path, line);
     }
+    return 2;
+  }
+  if (compile) {
+    if (WriteCompiled(config)) return 0;
+    fprintf(stderr, "tcpadvise-config-check: cannot write the compiled config\n");
     return 2;
   }
   const tcpadvise::ExperimentConfig& e = config.experiment;
   const int rules = config.rule_count - e.arm_count;
-  printf("%s: %d rule%s%s\n", argv[1], rules, rules == 1 ? "" : "s", e.enabled ? ", 1 experiment" : "");
+  printf("%s: %d rule%s%s\n", path, rules, rules == 1 ? "" : "s", e.enabled ? ", 1 experiment" : "");
   char policy[128];
   for (int i = 0; i < rules; ++i) {
     Describe(config.rules[i].settings, policy, sizeof(policy));

@@ -1,7 +1,10 @@
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "config_compiled.h"
 #include "errno_saver.h"
 #include "policy.h"
 #include "policy_load.h"
@@ -13,8 +16,43 @@ namespace tcpadvise {
 const PolicyConfig* g_policy_config = nullptr;
 bool g_config_problem = false;
 
+namespace {
+
+// A compiled config is read into, and decoded in, static storage: no
+// allocation, and only the pages its bytes fill are touched.
+unsigned char g_compiled_bytes[kMaxCompiledConfigSize + 1];
+PolicyConfig g_compiled_config;
+
+// ReadCompiled loads the file at path into g_compiled_config when it is a
+// compiled config (config_compiled.h): true when it was one, usable or not
+// (then g_config_problem says which); false for anything else, YAML's to read.
+bool ReadCompiled(const char* path) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;  // the YAML loader words the error
+  // Up to one byte more than a compiled config can hold: a longer file is refused.
+  size_t size = 0;
+  ssize_t n = 1;
+  while (size < sizeof(g_compiled_bytes) && n > 0) {
+    n = read(fd, g_compiled_bytes + size, sizeof(g_compiled_bytes) - size);
+    if (n > 0) size += static_cast<size_t>(n);
+  }
+  close(fd);
+  if (!IsCompiledConfig(g_compiled_bytes, size)) return false;
+  if (const char* problem = DecodeCompiledConfig(g_compiled_bytes, size, &g_compiled_config)) {
+    RawWarning("cannot use the compiled policy config %s (%s; 'tcpadvise config compile' makes a new one); "
+               "the program is only observed", path, problem);
+    g_config_problem = true;
+    return true;
+  }
+  g_policy_config = &g_compiled_config;
+  return true;
+}
+
+}  // namespace
+
 void LoadPolicyConfig(const char* path) {
   ErrnoSaver errno_saver;
+  if (ReadCompiled(path)) return;
   Dl_info self;
   char library[PATH_MAX];
   if (dladdr(reinterpret_cast<void*>(&LoadPolicyConfig), &self) == 0 || self.dli_fname == nullptr ||

@@ -9,8 +9,8 @@ from pathlib import Path
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` through a hidden temporary file beside it; raises OSError."""
+def write_atomically(path: Path, text: str | bytes) -> None:
+    """Write `text` (or bytes) to `path` through a hidden temporary file beside it; raises OSError."""
     for _ in range(8):
         temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
         try:
@@ -21,7 +21,7 @@ def write_atomically(path: Path, text: str) -> None:
     else:
         raise FileExistsError(17, "no unused temporary name", str(path))
     try:
-        with os.fdopen(fd, "w") as file:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as file:
             file.write(text)
         os.replace(temporary, path)
     except BaseException:

@@ -14,6 +14,8 @@ pytestmark = pytest.mark.skipif(not shim_path().exists(), reason="needs the buil
 
 GOOD = "version: 1\nrules:\n  - name: web\n    match: {role: server, local_port: 8080}\n    policy: coalesce\n"
 BAD = "version: 1\nrules:\n  - match: {role: sever}\n    policy: fastest\n"
+# What a compiled config opens with (libtcpadvise/config_compiled.h).
+COMPILED_MAGIC = b"TCPACFG\x01"
 
 
 @pytest.fixture(autouse=True)
@@ -53,10 +55,13 @@ def test_check_config_lists_every_mistake_with_position(tmp_path):
 @pytest.mark.parametrize("name", BUILTIN_POLICIES)
 def test_builtin_names_become_configs_the_shim_accepts(tmp_path, name):
     path = resolve_policy(name, tmp_path)
-    assert path == (tmp_path / "policy.yaml").resolve()
-    assert path.read_text() == builtin_config(name)
-    assert check_config(path).ok
-    assert schemas.errors("tcpadvise.config/1", yaml.safe_load(path.read_text())) == []
+    assert path == (tmp_path / "policy.compiled").resolve()
+    assert path.read_bytes().startswith(COMPILED_MAGIC)
+    assert path.stat().st_mode & 0o777 == 0o600
+    source = tmp_path / "policy.yaml"
+    assert source.read_text() == builtin_config(name)
+    assert check_config(source).ok
+    assert schemas.errors("tcpadvise.config/1", yaml.safe_load(source.read_text())) == []
 
 
 def test_a_config_names_its_schema_or_says_version_1(tmp_path):
@@ -69,6 +74,21 @@ def test_a_config_names_its_schema_or_says_version_1(tmp_path):
     check = check_config(neither)
     assert not check.ok and "missing 'schema: https://tcpadvise.dev/schemas/config/1'" in check.lines[0]
     assert schemas.errors("tcpadvise.config/1", yaml.safe_load(neither.read_text())) != []
+
+
+def test_cli_config_compile_writes_what_the_shim_loads(tmp_path):
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(GOOD)
+    bad.write_text(BAD)
+    out = tmp_path / "policy.compiled"
+    ok = invoke("config", "compile", str(good), "-o", str(out))
+    assert ok.exit_code == 0, ok.output
+    assert out.read_bytes().startswith(COMPILED_MAGIC) and out.stat().st_mode & 0o777 == 0o600
+    failed = invoke("config", "compile", str(bad), "-o", str(tmp_path / "bad.compiled"))
+    assert failed.exit_code == 2 and failed.output.count("\n") == 1 and "3:19: match.role" in failed.output
+    assert not (tmp_path / "bad.compiled").exists()
+    directory = invoke("config", "compile", str(tmp_path), "-o", str(tmp_path / "dir.compiled"))
+    assert directory.exit_code == 2 and "is a directory" in directory.output
 
 
 def test_resolve_policy_refuses_unknown_names_and_bad_files(tmp_path):

@@ -1,9 +1,11 @@
 """Policies on the project's own burst client: each one does what
 docs/policy-config.md says, the bytes arrive intact (the server answers only
 complete requests), and the trace tells which rule ran and what it did."""
+import subprocess
+
 import pytest
 
-from testlib import client_json, load_traces, policy_env, prog, run, sockets
+from testlib import BUILD, client_json, load_traces, policy_env, prog, run, sockets
 
 ROUNDS, WRITES, SIZE = 100, 15, 2
 thread = pytest.mark.thread
@@ -48,6 +50,21 @@ def test_policy_removes_the_delayed_ack_stall(tmp_path, server_factory, name):
             assert counters["max_bytes_held"] == WRITES * SIZE
         else:
             assert counters["corks"] == ROUNDS
+
+
+def test_a_compiled_config_applies_what_its_yaml_says(tmp_path, server_factory):
+    """tcpadvise record hands processes the compiled form (docs/policy-config.md): the same rule acts."""
+    server = server_factory()
+    policy_env(tmp_path, "cork", "cork-rule")  # writes tmp_path/policy.yaml
+    compiled = tmp_path / "policy.compiled"
+    with compiled.open("wb") as out:
+        subprocess.run([BUILD / "preload" / "tcpadvise-config-check", "--compile", tmp_path / "policy.yaml"],
+                       stdout=out, check=True)
+    did, sock, result = run_client(tmp_path, server.port, compiled)
+    assert "warning" not in result.stderr
+    assert sock["policy"]["rule"] == "cork-rule" and sock["policy"]["settings"]["cork"]
+    assert did["round_us_median"] < 5000, did
+    assert sock["policy"]["counters"]["corks"] == ROUNDS
 
 
 def test_observe_rule_changes_nothing_but_names_the_rule(tmp_path, server_factory):

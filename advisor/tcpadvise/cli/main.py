@@ -990,6 +990,38 @@ def config_check_command(file: Path) -> None:
         raise SystemExit(2)
 
 
+@config_group.command(name="compile")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="Where to write the compiled config (a new file, mode 0600).")
+def config_compile_command(file: Path, output: Path) -> None:
+    """Compile a policy config for a program started without tcpadvise record.
+
+    The shim reads a YAML config through yaml-cpp, which costs about 2 ms at
+    the start of every process (bench/start_cost.py); a compiled config is
+    read in microseconds. Point TCPADVISE_CONFIG at the compiled file. It is
+    tied to this build of the shim: recompile after upgrading tcpadvise (a
+    stale one makes the shim warn and only observe). `tcpadvise record
+    --policy` compiles the config itself.
+
+    \b
+    Example:
+      tcpadvise config compile policy.yaml -o /etc/tcpadvise/policy.compiled
+      LD_PRELOAD=/usr/local/lib/tcpadvise/libtcpadvise.so \\
+        TCPADVISE_CONFIG=/etc/tcpadvise/policy.compiled ./server
+    """
+    from ..errors import PolicyWriteError
+    from ..policy.config import compile_config
+    from ..safefile import write_atomically
+
+    compiled = compile_config(file)
+    try:
+        write_atomically(output, compiled)
+    except OSError as error:
+        raise PolicyWriteError(f"{output}: cannot write the compiled config ({error.strerror})") from None
+    click.echo(f"tcpadvise: wrote {output}", err=True)
+
+
 def _require_html_destination(output_format: str, output: Path | None) -> None:
     """An html page is for a file: refused on a terminal (before the work), where it would be noise."""
     if output_format == "html" and output is None and click.get_text_stream("stdout").isatty():

@@ -47,6 +47,9 @@ _GLOB_SPECIAL = "*?[\\"
 BUILTIN_POLICIES = tuple(BUILTIN_SETTINGS)
 CHECKER_NAME = "tcpadvise-config-check"
 POLICY_FILE = "policy.yaml"
+# COMPILED_FILE: where record keeps the compiled form of the run's config, which the shim loads in a
+# read where YAML costs milliseconds in every process (libtcpadvise/config_compiled.h).
+COMPILED_FILE = "policy.compiled"
 
 
 @dataclass(frozen=True)
@@ -87,21 +90,40 @@ def write_policy_file(out_dir: Path, config: str) -> Path:
     return path
 
 
-def resolve_policy(value: str, out_dir: Path) -> Path:
-    """The config file the shim should read for `--policy VALUE`.
+def compile_config(path: Path) -> bytes:
+    """The compiled form of a config, made by the shim's own parser (ConfigError listing every
+    mistake when the config is not valid)."""
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a config file")
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file")
+    checker = find_helper(CHECKER_NAME, None, os.environ, ConfigError)
+    result = subprocess.run([str(checker), "--compile", str(path)], capture_output=True, check=False)
+    if result.returncode != 0:
+        problems = result.stderr.decode(errors="replace").splitlines()
+        raise ConfigError.from_problems(problems or [f"{path}: invalid"], str(path))
+    return result.stdout
 
-    A built-in name is written to OUT_DIR/policy.yaml; a file must pass the
-    shim's parser first, so that a mistake stops the run instead of leaving
-    it silently observe-only."""
+
+def resolve_policy(value: str, out_dir: Path) -> Path:
+    """The config file the shim should read for `--policy VALUE`: OUT_DIR/policy.compiled.
+
+    A built-in name is first written to OUT_DIR/policy.yaml. The config is compiled by the shim's
+    parser, so that a mistake stops the run instead of leaving it silently observe-only, and so
+    that each process of the run loads it in one read."""
     if value in BUILTIN_POLICIES:
-        return write_policy_file(out_dir, builtin_config(value)).resolve()
-    path = Path(value)
-    if not path.exists():
-        names = ", ".join(BUILTIN_POLICIES)
-        raise ConfigError(f"--policy {value}: neither a built-in policy ({names}) nor a file")
-    check = check_config(path)
-    if not check.ok:
-        raise ConfigError.from_problems(check.lines or [f"{path}: invalid"], str(path))
+        source = write_policy_file(out_dir, builtin_config(value))
+    else:
+        source = Path(value)
+        if not source.exists():
+            names = ", ".join(BUILTIN_POLICIES)
+            raise ConfigError(f"--policy {value}: neither a built-in policy ({names}) nor a file")
+    compiled = compile_config(source)
+    path = out_dir / COMPILED_FILE
+    try:
+        write_atomically(path, compiled)
+    except OSError as error:
+        raise RecordError(f"{path}: cannot write the compiled policy config ({error.strerror})") from None
     return path.resolve()
 
 
