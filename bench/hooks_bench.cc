@@ -102,6 +102,7 @@ struct WithCallSites {
   explicit WithCallSites(const char* mode) {
     setenv("TCPADVISE_CALL_SITES", mode, 1);
     CallSitesStart();
+    CallSitesOnSocketTracked(getpid());
   }
   ~WithCallSites() { CallSitesConfigure(CallSiteSettings{CallSiteMode::kOff, 0, 0}, nullptr); }
 };

@@ -553,13 +553,18 @@ void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind) {
   }
 }
 
-void CallSitesStart() {
-  const char* warning = nullptr;
-  const CallSiteSettings settings =
-      ParseCallSiteSettings(secure_getenv("TCPADVISE_CALL_SITES"), secure_getenv("TCPADVISE_CALL_SITES_FIRST"),
-                            secure_getenv("TCPADVISE_CALL_SITES_EVERY"), &warning);
-  if (warning != nullptr) RawWarning("%s", warning);
-  if (settings.mode == CallSiteMode::kOff) return;
+namespace {
+
+// The unwinder's start: wanted once CallSitesStart found sampling on, taken
+// by the first tracked socket (CallSitesOnFirstSocket), which loads it.
+constexpr int kUnwinderNotWanted = 0;
+constexpr int kUnwinderWanted = 1;
+constexpr int kUnwinderTaken = 2;
+std::atomic<int> g_unwinder_state{kUnwinderNotWanted};
+CallSiteSettings g_wanted_settings;
+
+// LoadUnwinder loads libunwind and turns sampling on with settings.
+void LoadUnwinder(const CallSiteSettings& settings) {
   // RTLD_LOCAL: libunwind's backtrace and _Unwind_* stay out of the
   // process's symbol scope (glibc's backtrace, libgcc's exceptions).
   void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
@@ -592,6 +597,31 @@ void CallSitesStart() {
   void* frames[4];
   unwind(frames, 4);
   CallSitesConfigure(settings, unwind);
+}
+
+}  // namespace
+
+void CallSitesStart() {
+  const char* warning = nullptr;
+  const CallSiteSettings settings =
+      ParseCallSiteSettings(secure_getenv("TCPADVISE_CALL_SITES"), secure_getenv("TCPADVISE_CALL_SITES_FIRST"),
+                            secure_getenv("TCPADVISE_CALL_SITES_EVERY"), &warning);
+  if (warning != nullptr) RawWarning("%s", warning);
+  if (settings.mode == CallSiteMode::kOff) return;
+  g_wanted_settings = settings;
+  g_unwinder_state.store(kUnwinderWanted, std::memory_order_release);
+}
+
+void CallSitesOnSocketTracked(pid_t process) {
+  int wanted = kUnwinderWanted;
+  if (g_unwinder_state.load(std::memory_order_acquire) != kUnwinderWanted) return;
+  // A vfork child shares its parent's memory (and is not the process the
+  // runtime knows): the parent loads it.
+  if (getpid() != process) return;
+  if (!g_unwinder_state.compare_exchange_strong(wanted, kUnwinderTaken, std::memory_order_acq_rel)) return;
+  // The other threads sample nothing until CallSitesConfigure has published
+  // the unwinder, so libunwind's lazy set-up (the first unwind) never races.
+  LoadUnwinder(g_wanted_settings);
 }
 
 void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first) {

@@ -82,9 +82,16 @@ constexpr uint64_t kCallSiteScramble = 0x9e3779b97f4a7c15ull;
                           0);
 }
 
-// CallSitesStart reads the settings and loads libunwind; on failure call
-// sites stay off and the trace says why.
+// CallSitesStart reads the settings. libunwind is loaded only with the first
+// tracked socket (CallSitesOnSocketTracked): a process that never opens one,
+// a shell loop's or a CGI's, does not pay for it (about 0.3 ms a start,
+// bench/start_cost.py). On failure call sites stay off and the trace says why.
 void CallSitesStart();
+
+// CallSitesOnSocketTracked loads libunwind and starts sampling the first time
+// a socket is tracked in process (the runtime's pid: a vfork child, which is
+// not, leaves it to its parent); later calls return at once.
+void CallSitesOnSocketTracked(pid_t process);
 
 // CallSitesConfigure applies settings with a given unwinder (tests pass
 // their own); unwind nullptr turns sampling off.

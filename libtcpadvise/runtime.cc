@@ -177,6 +177,7 @@ void RuntimeStopAtExitCall() {
 }
 
 void OnSocketTracked() {
+  CallSitesOnSocketTracked(g_runtime.pid);
   if (g_runtime.settings.interval_s <= 0) return;
   const uint64_t now = ReadTicks();
   if (!g_armed.exchange(true, std::memory_order_relaxed)) {
