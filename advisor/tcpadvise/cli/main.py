@@ -195,7 +195,9 @@ def record_command(
     each burst of writes until the program reads or waits, coalesce holds
     small writes and sends them as one (docs/policy-config.md says what each
     promises). The traces say which rule matched each socket and what the
-    policy did.
+    policy did. The config is compiled first (DIR/policy.compiled, beside
+    DIR/policy.yaml for a built-in name) so that each process loads it in
+    one read rather than parsing YAML at its start.
 
     The shim also samples the call stacks of writes (--call-sites): the
     report names, per socket group and in each finding, the function and
@@ -218,7 +220,7 @@ def record_command(
     \b
     Exit status: CMD's own, 128+N if it was killed by signal N; 127 if CMD
     is not found, 126 if it cannot be run, 125 if tcpadvise itself cannot
-    set up the run (no shim found, DIR or DIR/policy.yaml not writable);
+    set up the run (no shim found, DIR or its policy files not writable);
     2, before CMD runs, for bad options, a --policy that is neither a
     built-in name nor a valid config, or a bad --ab.
     """
