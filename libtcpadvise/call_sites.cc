@@ -556,7 +556,7 @@ void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind) {
 namespace {
 
 // The unwinder's start: wanted once CallSitesStart found sampling on, taken
-// by the first tracked socket (CallSitesOnFirstSocket), which loads it.
+// by the first tracked socket (CallSitesOnSocketTracked), which loads it.
 constexpr int kUnwinderNotWanted = 0;
 constexpr int kUnwinderWanted = 1;
 constexpr int kUnwinderTaken = 2;

@@ -84,8 +84,9 @@ constexpr uint64_t kCallSiteScramble = 0x9e3779b97f4a7c15ull;
 
 // CallSitesStart reads the settings. libunwind is loaded only with the first
 // tracked socket (CallSitesOnSocketTracked): a process that never opens one,
-// a shell loop's or a CGI's, does not pay for it (about 0.3 ms a start,
-// bench/start_cost.py). On failure call sites stay off and the trace says why.
+// a shell loop's or a CGI's, does not pay for it (a dlopen of libunwind and
+// liblzma, and a first unwind). On failure call sites stay off and the trace
+// says why.
 void CallSitesStart();
 
 // CallSitesOnSocketTracked loads libunwind and starts sampling the first time

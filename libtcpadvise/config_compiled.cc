@@ -57,8 +57,9 @@ class Checker {
  public:
   explicit Checker(const PolicyConfig& config) : config_(config) {}
 
+  // Checker::Check returns nullptr or what is damaged; rule_count is known
+  // to be in range (DecodeCompiledConfig sized the file by it).
   const char* Check() const {
-    if (config_.rule_count < 0 || config_.rule_count > kMaxRules + kMaxArms) return "rule count out of range";
     for (int i = 0; i < config_.rule_count; ++i) {
       const PolicyRule& rule = config_.rules[i];
       if (!Terminated(rule.name) || !Bool(rule.experiment_arm) || !ValidMatch(rule.match) ||

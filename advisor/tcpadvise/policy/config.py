@@ -60,13 +60,18 @@ class ConfigCheck:
     lines: list[str]
 
 
-def check_config(path: Path) -> ConfigCheck:
-    """Check a policy config with the shim's own parser."""
+def _checker_for(path: Path) -> Path:
+    """The shim's config checker, once path is known to be a file it can read."""
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory, not a config file")
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
-    checker = find_helper(CHECKER_NAME, None, os.environ, ConfigError)
+    return find_helper(CHECKER_NAME, None, os.environ, ConfigError)
+
+
+def check_config(path: Path) -> ConfigCheck:
+    """Check a policy config with the shim's own parser."""
+    checker = _checker_for(path)
     # The checker quotes the file, which may hold bytes that are not UTF-8.
     result = subprocess.run(
         [str(checker), str(path)], capture_output=True, text=True, errors="replace", check=False
@@ -93,11 +98,7 @@ def write_policy_file(out_dir: Path, config: str) -> Path:
 def compile_config(path: Path) -> bytes:
     """The compiled form of a config, made by the shim's own parser (ConfigError listing every
     mistake when the config is not valid)."""
-    if path.is_dir():
-        raise ConfigError(f"{path}: is a directory, not a config file")
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file")
-    checker = find_helper(CHECKER_NAME, None, os.environ, ConfigError)
+    checker = _checker_for(path)
     result = subprocess.run([str(checker), "--compile", str(path)], capture_output=True, check=False)
     if result.returncode != 0:
         problems = result.stderr.decode(errors="replace").splitlines()
