@@ -12,7 +12,6 @@ from collections import Counter
 import yaml
 from rich import box
 from rich.console import Console, Group
-from rich.measure import Measurement
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -22,9 +21,8 @@ from ..model.report import Report
 from ..rules import SEVERITIES
 from ..symbols.symbolize import call_site_line, merge_call_sites, site_text
 from ..units import DASH, format_bytes, format_duration_us, format_number, format_value
+from .layout import fits, labelled_block
 
-# Wider than any table, to measure its natural width.
-_WIDE = 10_000
 # _CALL_SITES_SHOWN: the sites a socket group or finding names in text (JSON has them all).
 _CALL_SITES_SHOWN = 5
 
@@ -45,8 +43,7 @@ def render_text(report: Report, console: Console) -> None:
         rows.append((_total_identity_cells(len(report.sockets), total["connections"]), _figure_cells(total)))
     if rows:
         table = _table(rows)
-        unbounded = console.options.update_width(_WIDE)
-        if Measurement.get(console, unbounded, table).maximum <= console.width:
+        if fits(console, table):
             console.print(table)
         else:
             for identity, figures in rows:
@@ -153,8 +150,7 @@ def _table(rows: list[tuple[Cells, Cells]]) -> Table:
 def _block(identity: Cells, figures: Cells) -> Text:
     heading = "  ".join(" ".join(identity[name]) for name in ("process", "connection", "conns"))
     details = {"nodelay": identity["nodelay"], **figures}
-    lines = [Text(f"  {name:<14}{', '.join(cells)}") for name, cells in details.items() if cells]
-    return Text("\n").join([Text(heading, style="bold"), *lines])
+    return labelled_block(heading, [(name, ", ".join(cells)) for name, cells in details.items() if cells], 14)
 
 
 def _endpoint(endpoint: dict) -> str:
