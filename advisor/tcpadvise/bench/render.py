@@ -1,13 +1,26 @@
 """What `tcpadvise bench` shows a person: a progress bar while it runs, then a
 table per suite with the seed's figures beside ours, and the notes that say
-where today's kernel differs from the seeds' and why."""
+where today's kernel differs from the seeds' and why.
 
+Every table fits the console's width with every figure whole: a table wider
+than the console is printed as one block per row instead (the row's name,
+then its figures as indented `label  value` lines, as the report does). A
+terminal is as wide as it is; a pipe or a file is $COLUMNS columns wide if
+that is set, else 80, whatever terminal the command runs in, so the same
+results always give the same text, and its lines carry no trailing spaces.
+"""
+
+import io
 import math
+import os
+import sys
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
+from ..render.layout import fits, labelled_block
 from ..units import DASH, duration_unit, format_bytes, format_duration_us, ratio
 from . import seeds
 from .run import Progress as BenchProgress
@@ -51,27 +64,37 @@ class ProgressBar(BenchProgress):
         self._progress.console.print(f"tcpadvise: warning: {message}", highlight=False)
 
 
-def summary_console() -> Console:
-    """stdout for the tables; piped into a file they need not fit an 80-column terminal."""
+PIPED_WIDTH = 80
+
+
+def piped_width() -> int:
+    """The width of the summary in a pipe or a file: $COLUMNS if it is a positive number, else PIPED_WIDTH."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+
+
+def print_summary(results: dict) -> None:
+    """The summary on stdout: at the terminal's width, or as summary_text at piped_width()."""
     console = Console(highlight=False)
-    if not console.is_terminal:
-        console.width = 120
-    return console
+    if console.is_terminal:
+        render_summary(results, console)
+    else:
+        sys.stdout.write(summary_text(results, piped_width()))
+
+
+def summary_text(results: dict, width: int) -> str:
+    """The summary as plain text `width` columns wide, without the trailing spaces rich pads lines with."""
+    buffer = io.StringIO()
+    render_summary(results, Console(file=buffer, width=width, highlight=False, color_system=None))
+    return "\n".join(line.rstrip() for line in buffer.getvalue().split("\n"))
 
 
 def render_summary(results: dict, console: Console) -> None:
     """Every suite's table, then the notes comparing them with the seeds."""
     console.print(f"[bold]tcpadvise bench[/bold]: {results['host']}")
-    renderers = {
-        "pingpong": _pingpong_tables,
-        "nagle": _nagle_table,
-        "stream": _stream_tables,
-        "rpc": _rpc_table,
-    }
-    for name, result in results["suites"].items():
-        for table in renderers[name](result):
-            console.print()
-            console.print(table)
+    for table in summary_tables(results):
+        console.print()
+        table.show(console)
     lines = notes(results)
     if lines:
         console.print()
@@ -80,11 +103,54 @@ def render_summary(results: dict, console: Console) -> None:
             console.print(f"- {line}", highlight=False)
 
 
-def _table(title: str, *columns: str) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
-    for index, column in enumerate(columns):
-        table.add_column(column, justify="left" if index == 0 else "right")
-    return table
+class FigureTable:
+    """A suite's table as text cells: the first column names the row, the others hold its figures."""
+
+    def __init__(self, title: str, *columns: str):
+        self.title = title
+        self.columns = columns
+        self.rows: list[tuple[str, ...]] = []
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(cells)
+
+    def show(self, console: Console) -> None:
+        """As a table if it fits the console, else as one block per row."""
+        table = self.as_table()
+        if fits(console, table):
+            console.print(table)
+            return
+        console.print(Text(self.title, style="bold"))
+        for block in self.as_blocks():
+            console.print(block)
+
+    def as_table(self) -> Table:
+        table = Table(title=self.title, title_justify="left", title_style="bold", header_style="bold")
+        for index, column in enumerate(self.columns):
+            table.add_column(column, justify="left" if index == 0 else "right")
+        for row in self.rows:
+            # Text, not markup: a cell such as "885 [844-1,193]" is a figure, never a style.
+            table.add_row(*map(Text, row))
+        return table
+
+    def as_blocks(self) -> list[Text]:
+        name_column, *labels = self.columns
+        label_width = max(map(len, labels)) + 2
+        return [
+            labelled_block(f"{name_column} {name}".strip(), list(zip(labels, figures)), label_width)
+            for name, *figures in self.rows
+        ]
+
+
+def summary_tables(results: dict) -> list[FigureTable]:
+    """Every suite's tables, in the order the suites ran."""
+    tables = {
+        "pingpong": _pingpong_tables,
+        "nagle": _nagle_table,
+        "stream": _stream_tables,
+        "rpc": _rpc_table,
+    }
+    return [table for name, result in results["suites"].items() for table in tables[name](result)]
 
 
 def _duration_ci(summary: dict | None) -> str:
@@ -119,13 +185,13 @@ def _times(factor: float | None) -> str:
     return DASH if factor is None or math.isnan(factor) else f"{factor:.2g}x" if factor < 10 else f"{factor:,.0f}x"
 
 
-def _pingpong_tables(result: dict) -> list[Table]:
+def _pingpong_tables(result: dict) -> list[FigureTable]:
     shown = [
         point
         for point in result["points"]
         if point["label"] in _PENALTY_SIZES.values() or (point["request_bytes"] - 1) % 1000 == 0
     ]
-    points = _table(
+    points = FigureTable(
         f"ping-pong (seed 000): N bytes, a 1-byte answer; MSS {result['mss']} B",
         "bytes",
         "segments",
@@ -146,7 +212,7 @@ def _pingpong_tables(result: dict) -> list[Table]:
             format_duration_us(trip["p99"]),
         )
     by_label = {point["label"]: point for point in result["points"]}
-    penalties = _table(
+    penalties = FigureTable(
         "penalty over a 1-byte message (seed 000's summary; the seed read minimums)",
         "",
         "bytes",
@@ -165,8 +231,8 @@ def _pingpong_tables(result: dict) -> list[Table]:
     return [points, penalties]
 
 
-def _nagle_table(result: dict) -> list[Table]:
-    table = _table(
+def _nagle_table(result: dict) -> list[FigureTable]:
+    table = FigureTable(
         "15 two-byte writes, then a 2-byte reply (seed 004)",
         "arm",
         "round trip [95% CI]",
@@ -195,8 +261,8 @@ def _median(arm: dict) -> float | None:
     return arm["throughput_mbit_s"]["median"] if arm["throughput_mbit_s"] else None
 
 
-def _stream_tables(result: dict) -> list[Table]:
-    by_size = _table(
+def _stream_tables(result: dict) -> list[FigureTable]:
+    by_size = FigureTable(
         "stream by write size (seed 003), Mbit/s measured by the receiver",
         "write",
         "Nagle on [95% CI]",
@@ -221,7 +287,7 @@ def _stream_tables(result: dict) -> list[Table]:
             _times(ratio(seed_on, seed_off)),
         )
     autotuned = _median(result["by_sndbuf"][-1])
-    by_sndbuf = _table(
+    by_sndbuf = FigureTable(
         "bulk stream (64 KiB writes) by SO_SNDBUF (seed 003's window), Mbit/s",
         "SO_SNDBUF",
         "kernel's",
@@ -246,8 +312,8 @@ def _stream_tables(result: dict) -> list[Table]:
     return [by_size, by_sndbuf]
 
 
-def _rpc_table(result: dict) -> list[Table]:
-    table = _table(
+def _rpc_table(result: dict) -> list[FigureTable]:
+    table = FigureTable(
         f"requests as one write, or split with a {result['tail_bytes']}-byte tail, Nagle on (seed 002)",
         "bytes",
         "one write [95% CI]",

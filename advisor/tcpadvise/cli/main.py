@@ -902,7 +902,9 @@ def bench_command(
 
     \b
     Output: a progress bar on stderr; the tables, the seeds' figures beside
-    ours and notes on where they differ on stdout; FILE
+    ours and notes on where they differ on stdout, as wide as the terminal
+    (in a pipe or a file, $COLUMNS or else 80 columns; a table wider than
+    that is printed as a block per row, every figure whole); FILE
     (tcpadvise.calibration/1: nagle, large_write_tail, small_writes,
     sndbuf, extra_segment, and nagle_shim, segment_penalties) and
     NAME.results.json (every summary, per arm and size). With the defaults
@@ -915,7 +917,7 @@ def bench_command(
     """
     from rich.console import Console
 
-    from ..bench.render import ProgressBar, render_summary, summary_console
+    from ..bench.render import ProgressBar, print_summary, summary_text
     from ..bench.run import prepare_plot_directory, run_bench, write_outputs
 
     settings = Settings(tuple(name for name in SUITE_NAMES if name in suites) or SUITE_NAMES, runs, rounds, seconds)
@@ -924,7 +926,7 @@ def bench_command(
     with ProgressBar(Console(stderr=True)) as progress:
         result = run_bench(settings, progress, target=target, link=link)
     results_path = write_outputs(result, calibration_path)
-    render_summary(result.results, summary_console())
+    print_summary(result.results)
     written = [str(calibration_path), str(results_path)]
     if plot_dir is not None:
         # matplotlib takes half a second to import: only for --plot and --html.
@@ -934,9 +936,8 @@ def bench_command(
     if html_path is not None:
         from ..render.html import bench_html
 
-        buffer = io.StringIO()
-        render_summary(result.results, Console(file=buffer, highlight=False, width=120, color_system=None))
-        _write_output(html_path, bench_html(result.results, buffer.getvalue()))
+        # A page is wider than a terminal: 120 columns keep most tables tables.
+        _write_output(html_path, bench_html(result.results, summary_text(result.results, 120)))
         written.append(str(html_path))
     click.echo(f"tcpadvise bench: wrote {', '.join(written)}", err=True)
 
