@@ -266,3 +266,20 @@ def test_the_shims_own_write_counts_are_evidence(tmp_path):
 def test_a_trace_written_as_a_signal_stopped_the_program_says_so(tmp_path):
     report = advised(tmp_path, make_trace(stop_signal="TERM"))
     assert any("stopped by SIGTERM" in warning for warning in report.warnings)
+
+
+def test_text_shows_the_busiest_socket_items_and_counts_the_rest(tmp_path):
+    # 250 connections of one client; the busiest 200 are listed, the total counts all 250.
+    sockets = []
+    for index in range(250):
+        socket = make_socket(cookie=index + 1, local={"addr": "127.0.0.1", "port": 30000 + index})
+        socket["writes"]["calls"] = index
+        sockets.append(socket)
+    report = advised(tmp_path, make_trace(sockets=sockets))
+    console = Console(file=io.StringIO(), width=200)
+    render_text(report, console)
+    text = console.file.getvalue()
+    listed = {port for port in range(30000, 30250) if f"127.0.0.1:{port}" in text}
+    assert listed == set(range(30050, 30250))  # the 200 with the most calls
+    assert "... and 50 more socket items" in text
+    assert "250 socket items" in text and "250 socket item(s)" in text

@@ -290,7 +290,8 @@ def report_command(
 
     \b
     Text output: one row per socket (an open connection, or closed ones
-    grouped by role, service port and peer), then a total row:
+    grouped by role, service port and peer; past 200, the 200 busiest and a
+    line counting the others, which JSON lists), then a total row of all:
       process       program and pid
       connection    role (client/server/unknown), local -> peer address
       conns         connections in the row, open or closed, "stream" if
@@ -1031,7 +1032,7 @@ def _require_html_destination(output_format: str, output: Path | None) -> None:
         raise click.UsageError("--format html writes a page for a browser: give -o FILE (or redirect stdout to a file)")
 
 
-def _emit(text: str, output: Path | None) -> None:
+def _emit(text: str | bytes, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
@@ -1039,7 +1040,7 @@ def _emit(text: str, output: Path | None) -> None:
     click.echo(f"tcpadvise: wrote {output}", err=True)
 
 
-def _write_output(output: Path, text: str) -> None:
+def _write_output(output: Path, text: str | bytes) -> None:
     """Write a report file through safefile: a new file renamed into place.
 
     A rename would replace a device or pipe (/dev/stdout, a FIFO) with a plain file, so a path that

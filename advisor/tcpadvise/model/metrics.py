@@ -98,12 +98,15 @@ class Metric:
 
 
 def subjects_of(report: Report) -> list[Subject]:
-    """Every scope of the report's sockets (in order of first appearance), then every run."""
-    indexes_by_key: dict[tuple, list[int]] = {}
-    for index, item in enumerate(report.sockets):
-        indexes_by_key.setdefault(_scope_key(item), []).append(index)
-    scopes = [_scope(report, indexes) for indexes in indexes_by_key.values()]
-    return [*scopes, *(_run(report, manifest) for manifest in report.manifests)]
+    """Every scope of the report's sockets (in order of first appearance), then every run; made once
+    per report."""
+    if report.subjects is None:
+        indexes_by_key: dict[tuple, list[int]] = {}
+        for index, item in enumerate(report.sockets):
+            indexes_by_key.setdefault(_scope_key(item), []).append(index)
+        scopes = [_scope(report, indexes) for indexes in indexes_by_key.values()]
+        report.subjects = [*scopes, *(_run(report, manifest) for manifest in report.manifests)]
+    return report.subjects
 
 
 def _run(report: Report, manifest: Manifest) -> Run:

@@ -44,6 +44,9 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     # policy_effects: policy.effect's expected effect of the adaptive policies, per socket group.
     policy_effects: list[dict] = field(default_factory=list)
+    # subjects: metrics.subjects_of's groups, kept once made (the rules, the policy effects and the
+    # text all read them); not copied by dataclasses.replace, whose copy may hold other strings.
+    subjects: list | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict:
         return {

@@ -10,7 +10,6 @@ import dataclasses
 import unicodedata
 
 from ..model.report import Report
-from ..trace.reader import Trace
 
 # _FORMAT_KEPT: format characters that are part of ordinary text (joiners in emoji and scripts).
 _FORMAT_KEPT = {"\u200c", "\u200d"}
@@ -18,6 +17,10 @@ _FORMAT_KEPT = {"\u200c", "\u200d"}
 
 def printable(text: str) -> str:
     """`text` with every control character (C0, DEL, C1) and bidi/format character escaped."""
+    # isprintable() is false for each of those (and for some that are kept, such as a no-break
+    # space): most text is returned as it is after one pass in C.
+    if text.isprintable():
+        return text
     return "".join(_escaped(char) for char in text)
 
 
@@ -30,23 +33,30 @@ def _escaped(char: str) -> str:
 
 
 def neutralised(value):
-    """`value` (JSON-like) with printable applied to every string in it, keys included."""
-    if isinstance(value, str):
+    """`value` (JSON-like) with printable applied to every string in it, keys included; what holds
+    no string to escape is returned as it is, not copied."""
+    kind = type(value)
+    if kind is str:
         return printable(value)
-    if isinstance(value, dict):
-        return {neutralised(key): neutralised(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [neutralised(item) for item in value]
+    if kind is dict:
+        items = [(neutralised(key), neutralised(item)) for key, item in value.items()]
+        if all(new_key is key and new is item for (new_key, new), (key, item) in zip(items, value.items())):
+            return value
+        return dict(items)
+    if kind is list or kind is tuple:
+        items = [neutralised(item) for item in value]
+        return value if all(new is item for new, item in zip(items, value)) else items
     return value
 
 
 def neutralised_report(report: Report) -> Report:
-    """A copy of `report` whose every string from the traces is printable."""
+    """`report` with every string text shows from the traces printable: the socket items,
+    findings, warnings and policy effects (text reads the traces and raw sockets only for
+    counts and figures)."""
     return dataclasses.replace(
         report,
-        traces=[Trace(trace.path, neutralised(trace.data)) for trace in report.traces],
         sockets=neutralised(report.sockets),
-        raw_sockets=neutralised(report.raw_sockets),
         findings=neutralised(report.findings),
         warnings=neutralised(report.warnings),
+        policy_effects=neutralised(report.policy_effects),
     )

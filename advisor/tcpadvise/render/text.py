@@ -25,6 +25,8 @@ from .layout import fits, labelled_block
 
 # _CALL_SITES_SHOWN: the sites a socket group or finding names in text (JSON has them all).
 _CALL_SITES_SHOWN = 5
+# _TABLE_ROWS: the socket items the text table shows at most (JSON has them all).
+_TABLE_ROWS = 200
 
 
 def render_text(report: Report, console: Console) -> None:
@@ -37,7 +39,8 @@ def render_text(report: Report, console: Console) -> None:
             style="bold",
         )
     )
-    rows = [(_identity_cells(item), _figure_cells(item)) for item in report.sockets]
+    shown = _shown_items(report.sockets)
+    rows = [(_identity_cells(item), _figure_cells(item)) for item in shown]
     total = report.total()
     if len(report.sockets) > 1 and total is not None:
         rows.append((_total_identity_cells(len(report.sockets), total["connections"]), _figure_cells(total)))
@@ -48,12 +51,28 @@ def render_text(report: Report, console: Console) -> None:
         else:
             for identity, figures in rows:
                 console.print(_block(identity, figures), end="\n\n")
+    if len(shown) < len(report.sockets):
+        console.print(
+            f"... and {len(report.sockets) - len(shown):,} more socket items, less busy (the total counts them all); "
+            "--format json lists every one, --program, --pid, --port and --peer narrow the report",
+            soft_wrap=True,
+            highlight=False,
+        )
     for warning in report.warnings:
         # soft_wrap leaves a warning on one line for grep; a terminal wraps it anyway.
         console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
     _render_call_sites(report, console)
     _render_policy_effects(report.policy_effects, console)
     _render_findings(report.findings, console)
+
+
+def _shown_items(items: list[dict]) -> list[dict]:
+    """The socket items the table shows: all of them, or past _TABLE_ROWS the busiest (most calls),
+    in report order. A table of thousands of rows is for a program, which JSON serves."""
+    if len(items) <= _TABLE_ROWS:
+        return items
+    busiest = sorted(range(len(items)), key=lambda index: -(items[index]["writes"]["calls"] + items[index]["reads"]["calls"]))
+    return [items[index] for index in sorted(busiest[:_TABLE_ROWS])]
 
 
 def _render_call_sites(report: Report, console: Console) -> None:
