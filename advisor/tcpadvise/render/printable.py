@@ -32,31 +32,40 @@ def _escaped(char: str) -> str:
     return char
 
 
-def neutralised(value):
+def neutralised(value, seen: dict | None = None):
     """`value` (JSON-like) with printable applied to every string in it, keys included; what holds
-    no string to escape is returned as it is, not copied."""
+    no string to escape is returned as it is, not copied. seen: id -> result of the containers done
+    so far, so that one shared many times (a call stack's frames) is walked once."""
     kind = type(value)
     if kind is str:
         return printable(value)
+    if kind is not dict and kind is not list and kind is not tuple:
+        return value
+    seen = {} if seen is None else seen
+    done = seen.get(id(value))
+    if done is not None:
+        return done[1]
     if kind is dict:
-        items = [(neutralised(key), neutralised(item)) for key, item in value.items()]
-        if all(new_key is key and new is item for (new_key, new), (key, item) in zip(items, value.items())):
-            return value
-        return dict(items)
-    if kind is list or kind is tuple:
-        items = [neutralised(item) for item in value]
-        return value if all(new is item for new, item in zip(items, value)) else items
-    return value
+        items = [(neutralised(key, seen), neutralised(item, seen)) for key, item in value.items()]
+        same = all(new_key is key and new is item for (new_key, new), (key, item) in zip(items, value.items()))
+        result = value if same else dict(items)
+    else:
+        items = [neutralised(item, seen) for item in value]
+        result = value if all(new is item for new, item in zip(items, value)) else items
+    # The value is kept beside its result: while seen lives, its id is not another's.
+    seen[id(value)] = (value, result)
+    return result
 
 
 def neutralised_report(report: Report) -> Report:
     """`report` with every string text shows from the traces printable: the socket items,
     findings, warnings and policy effects (text reads the traces and raw sockets only for
     counts and figures)."""
+    seen: dict = {}
     return dataclasses.replace(
         report,
-        sockets=neutralised(report.sockets),
-        findings=neutralised(report.findings),
-        warnings=neutralised(report.warnings),
-        policy_effects=neutralised(report.policy_effects),
+        sockets=neutralised(report.sockets, seen),
+        findings=neutralised(report.findings, seen),
+        warnings=neutralised(report.warnings, seen),
+        policy_effects=neutralised(report.policy_effects, seen),
     )

@@ -75,10 +75,21 @@ class Symbolizer:
         self._addr2line = shutil.which("addr2line") if use_addr2line else None
         self._files: dict[tuple[str, str | None], _Elf | None] = {}
         self._answers: dict[tuple[str, str | None, int], dict] = {}
+        # id of a trace's stack -> (the stack, kept so that the id stays its own; its frames).
+        self._stacks: dict[int, tuple[dict, list[dict]]] = {}
 
     def resolve(self, module: dict | None, offset: int) -> dict:
         """One frame: function, file, line (None where unknown), module path and offset."""
         return self.resolve_many(module, [offset])[0]
+
+    def resolve_stack(self, modules: list[dict], stack: dict) -> list[dict]:
+        """A trace stack's frames (its "frames" of [module index, offset]), resolved once per stack:
+        the sockets of a process share its stacks."""
+        key = id(stack)
+        if key not in self._stacks:
+            frames = [self.resolve(modules[m] if 0 <= m < len(modules) else None, offset) for m, offset in stack["frames"]]
+            self._stacks[key] = (stack, frames)
+        return self._stacks[key][1]
 
     def resolve_many(self, module: dict | None, offsets: list[int]) -> list[dict]:
         """Frames of one module (None: code in no module, such as JIT code) at these offsets."""
@@ -241,10 +252,7 @@ def socket_call_sites(trace: dict, socket: dict, symbolizer: Symbolizer) -> list
     scale = calls / estimated if info.get("mode") == "sample" and estimated and calls >= sampled else 1.0
     sites = []
     for entry in own:
-        frames = [
-            symbolizer.resolve(modules[m] if 0 <= m < len(modules) else None, offset)
-            for m, offset in stacks[entry["stack"]]["frames"]
-        ]
+        frames = symbolizer.resolve_stack(modules, stacks[entry["stack"]])
         named = next((f for f in frames if not (f["module"] and is_runtime_module(f["module"]))), frames[0])
         sites.append({
             **named,
