@@ -77,8 +77,12 @@ def percentile(histogram: dict, fraction: float) -> float | None:
         return histogram["max"]  # the top is known exactly
     fine = "sub_buckets" in histogram
     cumulative = 0
-    for low, high, count in ranges(histogram):
+    # Buckets in ascending order as they stand: only the one found is turned into its edges (a
+    # 100 MB trace has tens of millions of buckets, ranges() would convert each).
+    for bucket in sorted(histogram["buckets"]):
+        count = bucket[-1]
         if count and cumulative + count >= rank:
+            low, high = _edges(histogram, bucket)
             # The shim counts whole units (bytes, calls, clock ticks), so a coarse bucket at most one
             # unit wide holds one value: interpolating would invent fractions.
             if fine and low <= histogram["max"] < high and not low <= histogram["min"] < high:
@@ -141,6 +145,14 @@ def merge(histograms: Iterable[dict]) -> dict:
     if fine and len(fine) == 1 and all("sub_buckets" in histogram for histogram in histograms):
         merged["sub_buckets"] = fine.pop()
     return merged | {"buckets": [[low, high, count] for (low, high), count in sorted(by_range.items())]}
+
+
+def _edges(histogram: dict, bucket: list) -> tuple[float, float]:
+    """A bucket's (lo, hi) in the histogram's unit, as ranges() gives them."""
+    if not _indexed(histogram):
+        return bucket[0], bucket[1]
+    sub_buckets, scale = histogram["sub_buckets"], histogram["scale"]
+    return _scaled(bucket_low(bucket[0], sub_buckets), scale), _scaled(bucket_high(bucket[0], sub_buckets), scale)
 
 
 def _scaled(value: int, scale: float) -> float:

@@ -25,24 +25,32 @@ def problem(data) -> tuple[str, str] | None:
     out only for the field reported: a 100 MB trace in 3 s, where visiting each of its 13 million
     values with its path took 10.
     """
-    # Each entry: (its path as a linked (parent, key) pair, the value); the path is spelled out
-    # only for the field that is reported.
+    # Each entry: (its path as a linked (parent, key) pair, a container); the path is spelled out
+    # only for the field that is reported, and numbers are checked where they are met.
+    if type(data) is not dict and type(data) is not list:
+        found = _number_problem(data)
+        return ("top level", found) if found else None
     stack = [(None, data)]
     while stack:
         where, value = stack.pop()
-        kind = type(value)
-        if kind is dict:
+        if type(value) is dict:
             found = _dict_problem(where, value)
             if found:
                 return _spelled(where), found
-            histogram = type(value.get("buckets")) is list
-            stack.extend(((where, key), item) for key, item in value.items() if not (histogram and key == "buckets"))
-        elif kind is list:
-            stack.extend(((where, index), item) for index, item in enumerate(value))
+            skipped = "buckets" if type(value.get("buckets")) is list else None
+            children = value.items()
         else:
-            found = _number_problem(value)
-            if found:
-                return _spelled(where), found
+            skipped, children = None, enumerate(value)
+        for key, item in children:
+            kind = type(item)
+            if kind is dict or kind is list:
+                if key != skipped:
+                    stack.append(((where, key), item))
+            elif kind is int:
+                if not -LIMIT < item < LIMIT:
+                    return _spelled((where, key)), _number_problem(item)
+            elif kind is float and not abs(item) < LIMIT:  # an infinity is not below it either
+                return _spelled((where, key)), _number_problem(item)
     return None
 
 
