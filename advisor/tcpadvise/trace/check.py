@@ -70,44 +70,6 @@ def _in_tcp_info(where) -> bool:
     return False
 
 
-def _spelled(where) -> str:
-    parts = []
-    while where is not None:
-        where, key = where
-        parts.append(str(key))
-    return "/".join(reversed(parts)) or "top level"
-
-
-def _in_tcp_info(where) -> bool:
-    while where is not None:
-        where, key = where
-        if key == "tcp_info":
-            return True
-    return False
-
-
-class NumberRanges:
-    """Parse hooks for json.loads that note a number beyond what the shim writes (64-bit
-    counters, finite values), so that problem() need not visit every number: out_of_range is
-    set by the first."""
-
-    def __init__(self):
-        self.out_of_range = False
-
-    def parse_int(self, text: str) -> int:
-        value = int(text)
-        # Fewer than 20 digits is below 2**64 (20 digits): most numbers take only the length test.
-        if len(text) > 19 and not -LIMIT < value < LIMIT:
-            self.out_of_range = True
-        return value
-
-    def parse_float(self, text: str) -> float:
-        value = float(text)
-        if not abs(value) < LIMIT:
-            self.out_of_range = True
-        return value
-
-
 def _number_problem(value) -> str | None:
     if type(value) is int:
         return None if -LIMIT < value < LIMIT else "number out of range (more than 64 bits)"
