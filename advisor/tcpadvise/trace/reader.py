@@ -187,17 +187,15 @@ def load_file(path: Path) -> Trace | Manifest:
 
 
 def _parsed(raw: bytes):
-    """The JSON document in raw, parsed with Python's cyclic garbage collector paused and what it
-    made then frozen out of its reach: a trace holds no cycles, and the collector walking millions
-    of new containers again and again took 5 of the 6 s a 100 MB trace took to parse (and as much
-    again in every later step that allocates)."""
+    """The JSON document in raw, parsed with Python's cyclic garbage collector paused: a trace holds
+    no cycles, and the collector walking millions of new containers again and again took 5 of the
+    6 s a 100 MB trace took to parse."""
     collecting = gc.isenabled()
     gc.disable()
     try:
         return json.loads(raw, parse_constant=_refuse_constant)
     finally:
         if collecting:
-            gc.freeze()
             gc.enable()
 
 
