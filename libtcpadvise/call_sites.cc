@@ -128,7 +128,12 @@ std::atomic<uint64_t> g_every_max{0};
 std::atomic<uint64_t> g_window_start{0};
 std::atomic<uint64_t> g_window_samples{0};
 std::atomic<uint64_t> g_slowdowns{0};
-UnwindFn g_unwind = nullptr;
+// g_unwind is published last (release) by CallSitesConfigure, which another
+// thread may run while this one writes: whoever loads it (acquire) then sees
+// g_settings and the shim's code range. g_configured does the same for the
+// trace writer, which also needs g_problem.
+std::atomic<UnwindFn> g_unwind{nullptr};
+std::atomic<bool> g_configured{false};
 const char* g_problem = nullptr;  // why call sites are off, for the trace
 // g_self_lo..g_self_hi is the shim's code: its frames are not the program's.
 uintptr_t g_self_lo = 0, g_self_hi = 0;
@@ -533,7 +538,6 @@ CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, cons
 
 void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind) {
   g_settings = settings;
-  g_unwind = unwind;
   g_every_max.store(0, std::memory_order_relaxed);
   g_slowdowns.store(0, std::memory_order_relaxed);
   g_window_start.store(MonotonicNs(), std::memory_order_relaxed);
@@ -551,6 +555,8 @@ void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind) {
   } else {
     SetEvery(settings.every);
   }
+  g_unwind.store(unwind, std::memory_order_release);
+  g_configured.store(true, std::memory_order_release);
 }
 
 namespace {
@@ -579,6 +585,7 @@ void LoadUnwinder(const CallSiteSettings& settings) {
   UnwindFn unwind = found ? StepUnwind : nullptr;
   if (unwind == nullptr) {
     g_problem = "libunwind.so.8 could not be loaded; call sites were not sampled";
+    g_configured.store(true, std::memory_order_release);
     RawWarning("%s", g_problem);
     return;
   }
@@ -625,7 +632,7 @@ void CallSitesOnSocketTracked(pid_t process) {
 }
 
 void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first) {
-  const UnwindFn unwind = g_unwind;
+  const UnwindFn unwind = g_unwind.load(std::memory_order_acquire);
   if (unwind == nullptr) return;
   g_sampled.fetch_add(1, std::memory_order_relaxed);
   if (g_settings.mode == CallSiteMode::kSample) Pace();
@@ -708,7 +715,7 @@ void CallSitesPrepare() {
 }
 
 void EmitCallSites(JsonWriter* w) {
-  if (g_settings.mode == CallSiteMode::kOff && g_problem == nullptr) {
+  if (!g_configured.load(std::memory_order_acquire) || (g_settings.mode == CallSiteMode::kOff && g_problem == nullptr)) {
     w->Key("call_sites");
     w->BeginObject();
     w->Key("mode");
