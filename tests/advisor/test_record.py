@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tcpadvise.errors import CommandNotFoundError, ShimNotFoundError
-from tcpadvise.record.record import exit_status, record, shim_environment, summary_line
 from tcpadvise.model.report import build_report
+from tcpadvise.record.record import exit_status, record, summary_line
+from tcpadvise.record.shim import shim_environment
 from tcpadvise.trace.reader import Manifest, load_file, load_inputs
 from testlib import shim_path
 

@@ -31,7 +31,7 @@ def write_plots(results: dict, directory: Path) -> list[Path]:
 
 def suite_figures(results: dict) -> list[tuple[str, Figure]]:
     """One figure per suite in `results`, with the suite's name (also the HTML page's charts)."""
-    drawers = {"pingpong": _pingpong, "nagle": _nagle, "stream": _stream, "rpc": _rpc}
+    drawers = {"pingpong": _pingpong, "nagle": _nagle, "stream": _stream, "rpc": _rpc, "servers": _servers}
     return [(name, drawers[name](result, results["path"]["description"])) for name, result in results["suites"].items()]
 
 
@@ -257,4 +257,56 @@ def _rpc(result: dict, path: str):
     axes.set_title(f"Requests around 4 and 8 KiB, Nagle on (seed 002) - {path}")
     axes.legend(fontsize=8)
     axes.grid(True, which="both", alpha=0.3)
+    return figure
+
+
+def _grouped_bars(axes, groups: dict[str, dict[str, dict | None]], scale: dict[str, float]) -> None:
+    """One cluster of bars per group, a bar per arm: each arm's median and 95% CI over scale[group]."""
+    arms = list(next(iter(groups.values())))
+    width = 0.8 / len(arms)
+    for index, arm in enumerate(arms):
+        positions, medians, errors = [], [], [[], []]
+        for position, (group, by_arm) in enumerate(groups.items()):
+            summary = by_arm[arm]
+            if summary is None or not scale[group]:
+                continue
+            positions.append(position + (index - (len(arms) - 1) / 2) * width)
+            medians.append(summary["median"] / scale[group])
+            errors[0].append((summary["median"] - summary["ci_low"]) / scale[group])
+            errors[1].append((summary["ci_high"] - summary["median"]) / scale[group])
+        axes.bar(positions, medians, width, yerr=errors, capsize=2, label=arm)
+    axes.set_xticks(range(len(groups)), list(groups))
+    axes.grid(True, axis="y", which="both", alpha=0.3)
+
+
+def _servers(result: dict, path: str):
+    figure = Figure(figsize=(13, 4.6))
+    server_axes, client_axes = figure.subplots(1, 2, width_ratios=(3, 2))
+    if result["servers"]:
+        rates = {
+            name: {policy: arm["requests_per_s"] for policy, arm in server["arms"].items()}
+            for name, server in result["servers"].items()
+        }
+        baselines = {name: (by_policy["baseline"] or {}).get("median", 0) / 100 for name, by_policy in rates.items()}
+        _grouped_bars(server_axes, rates, baselines)
+        server_axes.axhline(100 * (1 - result["goals"]["server_within"]), color="black", linewidth=0.8,
+                            linestyle="--", label="goal for adaptive")
+        server_axes.set_ylabel("requests/s, % of the baseline's median")
+        low = min(
+            (arm["median"] / baselines[name] for name, by_policy in rates.items() for arm in by_policy.values() if arm),
+            default=90,
+        )
+        server_axes.set_ylim(min(90, low - 5), None)
+        server_axes.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
+    server_axes.set_title(f"real servers, server under each policy - {path}", fontsize=10)
+    trips = {
+        name: {policy: arm["round_trip_us"] for policy, arm in client["arms"].items()}
+        for name, client in result["clients"].items()
+    }
+    _grouped_bars(client_axes, trips, {name: 1 for name in trips})
+    client_axes.set_yscale("log")
+    _plain_numbers(client_axes.yaxis)
+    client_axes.set_ylabel("round trip (µs, log scale)")
+    client_axes.set_title("multi-write clients under each policy, and as one writev", fontsize=10)
+    client_axes.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
     return figure

@@ -95,12 +95,12 @@ def render_summary(results: dict, console: Console) -> None:
     for table in summary_tables(results):
         console.print()
         table.show(console)
-    lines = notes(results)
-    if lines:
-        console.print()
-        console.print("[bold]Compared with the seeds[/bold]")
-        for line in lines:
-            console.print(f"- {line}", highlight=False)
+    for heading, lines in (("Compared with the seeds", notes(results)), ("Against the goals", goals(results))):
+        if lines:
+            console.print()
+            console.print(f"[bold]{heading}[/bold]")
+            for line in lines:
+                console.print(f"- {line}", highlight=False)
 
 
 class FigureTable:
@@ -149,6 +149,7 @@ def summary_tables(results: dict) -> list[FigureTable]:
         "nagle": _nagle_table,
         "stream": _stream_tables,
         "rpc": _rpc_table,
+        "servers": _servers_tables,
     }
     return [table for name, result in results["suites"].items() for table in tables[name](result)]
 
@@ -333,6 +334,93 @@ def _rpc_table(result: dict) -> list[FigureTable]:
             f"{seed:g}" if seed else DASH,
         )
     return [table]
+
+
+def _share(fraction: float | None) -> str:
+    """A figure against its reference, as a percentage: '99.6%'."""
+    return DASH if fraction is None else f"{100 * fraction:.1f}%"
+
+
+def _factor(factor: float | None) -> str:
+    """'1.03x': three digits, enough to read a 5% goal."""
+    return DASH if factor is None else f"{factor:.3g}x" if factor < 100 else f"{factor:,.0f}x"
+
+
+def _rate_ci(summary: dict | None) -> str:
+    if summary is None:
+        return DASH
+    low, median, high = (f"{summary[key]:,.0f}" for key in ("ci_low", "median", "ci_high"))
+    return f"{median} [{low}-{high}]"
+
+
+def _servers_tables(result: dict) -> list[FigureTable]:
+    tables = []
+    for server in result["servers"].values():
+        table = FigureTable(
+            f"{server['title']}; requests/s by the server's policy",
+            "policy",
+            "requests/s [95% CI]",
+            "of baseline",
+            "runs",
+        )
+        for policy, arm in server["arms"].items():
+            rate = arm["requests_per_s"]
+            table.add_row(policy, _rate_ci(rate), _share(arm["vs_baseline"]), str(rate["runs"]) if rate else "0")
+        tables.append(table)
+    for client in result["clients"].values():
+        table = FigureTable(
+            f"{client['title']}: the client under each policy, and as one writev",
+            "policy",
+            "round trip [95% CI]",
+            "p99",
+            "of writev",
+            "segments/request",
+        )
+        for policy, arm in client["arms"].items():
+            trip = arm["round_trip_us"]
+            table.add_row(
+                policy,
+                _duration_ci(trip),
+                format_duration_us(trip["p99"]) if trip else DASH,
+                _factor(arm["vs_writev"]),
+                f"{arm['segments_per_round']:.1f}" if arm["segments_per_round"] is not None else DASH,
+            )
+        tables.append(table)
+    return tables
+
+
+def goals(results: dict) -> list[str]:
+    """Whether the adaptive policies met the servers suite's goals, one line per server and client."""
+    result = results["suites"].get("servers")
+    if result is None:
+        return []
+    goal = result["goals"]
+    adaptive = goal["adaptive"]
+    lines = []
+    for name, server in result["servers"].items():
+        shares = {policy: server["arms"][policy]["vs_baseline"] for policy in adaptive}
+        missed = [policy for policy, share in shares.items() if share is None or share < 1 - goal["server_within"]]
+        lines.append(
+            f"{name}: adaptive "
+            + " and ".join(f"{policy} {_share(share)}" for policy, share in shares.items())
+            + " of the baseline's requests/s (medians); "
+            + (f"within {_percent(goal['server_within'])}" if not missed else f"{' and '.join(missed)} not within "
+               f"{_percent(goal['server_within'])}")
+            + "."
+        )
+    for name, client in result["clients"].items():
+        factors = {policy: client["arms"][policy]["vs_writev"] for policy in adaptive}
+        missed = [policy for policy, factor in factors.items() if factor is None or factor > 1 + goal["client_within"]]
+        lines.append(
+            f"{name}: adaptive "
+            + " and ".join(f"{policy} {_factor(factor)}" for policy, factor in factors.items())
+            + f" the writev client's round trip (baseline {_factor(client['arms']['baseline']['vs_writev'])}); "
+            + (f"within {_percent(goal['client_within'])}" if not missed else f"{' and '.join(missed)} not within "
+               f"{_percent(goal['client_within'])}")
+            + "."
+        )
+    lines += result["left_out"]
+    return lines
 
 
 def notes(results: dict) -> list[str]:

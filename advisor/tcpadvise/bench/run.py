@@ -25,18 +25,16 @@ from pathlib import Path
 
 from .. import schemas
 from ..errors import BenchError, LoadgenNotFoundError, ShimNotFoundError
-from ..policy.config import builtin_config
-from ..record.record import shim_environment
-from ..record.shim import find_helper, find_shim
+from ..policy.config import every_socket_config
+from ..record.shim import find_helper, find_shim, isolated_environment, shim_environment
 from ..rules.calibration import CALIBRATION_SCHEMA
 from .netns import PROFILES, failure_reason, veth_pair
+from .servers import ServerArm, run_server_arm
 from .suites import SUITES, Arm, Settings
 
 LOADGEN_ENV = "TCPADVISE_LOADGEN"
 LOADGEN_NAME = "tcpadvise-loadgen"
 RESULTS_SCHEMA = schemas.uri("tcpadvise.bench/1")
-# Variables of ours or of a preload that must not leak into the plain arms.
-_ISOLATED_PREFIXES = ("LD_PRELOAD", "TCPADVISE_")
 
 
 @dataclass(frozen=True)
@@ -98,14 +96,19 @@ def run_bench(
         suite_results = {}
         for name in settings.suites:
             suite = SUITES[name]
+            for reason in suite.left_out(path):
+                progress.warn(reason)
             arms = [arm for arm in suite.arms(settings, path) if arm.policy is None or shim()]
             progress.start_suite(name, suite.title, len(arms) * settings.runs)
             documents: dict[str, list[dict]] = {arm.key: [] for arm in arms}
             for _ in range(settings.runs):
                 for arm in arms:
-                    documents[arm.key].append(
-                        run_arm(loadgen, path, arm, arm.policy and shim(), Path(scratch))
-                    )
+                    arm_shim = None if arm.policy is None else shim()
+                    if isinstance(arm, ServerArm):
+                        document = run_server_arm(arm, arm_shim, Path(scratch))
+                    else:
+                        document = run_arm(loadgen, path, arm, arm_shim, Path(scratch))
+                    documents[arm.key].append(document)
                     progress.advance(name)
             suite_results[name] = suite.analyze(documents, settings, path)
     host = f"{platform.node()}, Linux {platform.release()}, {os.cpu_count()} CPUs, {path.description}"
@@ -227,17 +230,12 @@ def serve(host: str, port: int, announce: Callable[[int], None]) -> None:
         server.wait()
 
 
-def isolated_environment() -> dict[str, str]:
-    """This environment without any preload or TCPADVISE_ setting (`ip netns exec` passes it on)."""
-    return {key: value for key, value in os.environ.items() if not key.startswith(_ISOLATED_PREFIXES)}
-
-
 def run_arm(loadgen: Path, path: NetworkPath, arm: Arm, shim: Path | None, scratch: Path) -> dict:
     """One run of one arm: the load generator's JSON document."""
     environment = isolated_environment()
-    if arm.policy:
-        config = scratch / f"{arm.policy}.yaml"
-        config.write_text(builtin_config(arm.policy))
+    if arm.policy is not None:
+        config = scratch / f"{arm.key}.yaml"
+        config.write_text(every_socket_config(arm.key, arm.policy))
         traces = scratch / "traces"
         traces.mkdir(exist_ok=True)
         # Interval 0: the shim writes its trace at exit only, nothing in the measured time.

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from ..model import hist
+from .servers import SERVERS, Server, ServerArm
 from .stats import after_warmup, interval_rates_mbit_s, segment_penalties, summarize
 
 # The round trip a stalled arm is allowed per planned round: 200 rounds stop
@@ -25,8 +26,8 @@ _CONNECTION_WARMUP = 4
 class Settings:
     """How much to measure: the suites, runs per arm, round trips per point, seconds per stream."""
 
-    # Every suite; a factory because SUITE_NAMES comes from the suites, defined below.
-    suites: tuple[str, ...] = field(default_factory=lambda: SUITE_NAMES)
+    # The seeds' suites; a factory because SEED_SUITES comes from the suites, defined below.
+    suites: tuple[str, ...] = field(default_factory=lambda: SEED_SUITES)
     runs: int = 3
     rounds: int = 200
     seconds: float | None = None
@@ -59,31 +60,40 @@ class Settings:
 @dataclass(frozen=True)
 class Arm:
     """One way of running the load generator: `tcpadvise-loadgen MODE --target T ARGS...`,
-    under the shim with a built-in policy when `policy` is set, on the far end's CPU
-    when `pinned` (round trips; a stream wants a CPU of its own)."""
+    under the shim when `policy` is set (a built-in policy's name or a policy's settings),
+    on the far end's CPU when `pinned` (round trips; a stream wants a CPU of its own)."""
 
     key: str
     mode: str
     args: tuple[str, ...]
-    policy: str | None = None
+    policy: str | dict | None = None
     timeout_seconds: float = 600
     pinned: bool = True
 
 
 class Suite(Protocol):
     name: str
-    seed: str
+    seed: str | None
     title: str
 
-    def arms(self, settings: Settings, path) -> list[Arm]: ...
+    def left_out(self, path) -> list[str]: ...
+
+    def arms(self, settings: Settings, path) -> list[Arm | ServerArm]: ...
 
     def analyze(self, documents: dict[str, list[dict]], settings: Settings, path) -> dict: ...
 
     def calibration(self, result: dict) -> dict[str, dict[str, float]]: ...
 
 
+class LoadgenSuite:
+    """A suite of tcpadvise-loadgen arms only: the load generator runs on every path."""
+
+    def left_out(self, path) -> list[str]:
+        return []
+
+
 def round_trip_arm(
-    key: str, mode: str, settings: Settings, points: int, *args: str, policy: str | None = None
+    key: str, mode: str, settings: Settings, points: int, *args: str, policy: str | dict | None = None
 ) -> Arm:
     """An arm of round trips over `points` request shapes, with the settings' rounds, warm-up and budget."""
     timing = (
@@ -120,7 +130,7 @@ def median_us(point: dict) -> float:
     return point["round_trip_us"]["median"]
 
 
-class Pingpong:
+class Pingpong(LoadgenSuite):
     """Seed 000: N bytes ending a message, a 1-byte answer, N from 1 to 9901 in steps of 100,
     then exactly one segment, one byte more, and one byte over three segments."""
 
@@ -174,7 +184,7 @@ class Pingpong:
         }
 
 
-class Nagle:
+class Nagle(LoadgenSuite):
     """Seed 004: 15 two-byte writes then a 2-byte reply, as the client does it and under the shim."""
 
     name, seed, title = "nagle", "004", "15 two-byte writes, then a reply"
@@ -217,7 +227,7 @@ class Nagle:
         return measurements
 
 
-class Stream:
+class Stream(LoadgenSuite):
     """Seed 003: throughput by write size with Nagle on and off, and by SO_SNDBUF
     (64 KiB writes, Nagle on); measured by the receiver."""
 
@@ -327,7 +337,7 @@ def tail_waits_for_delayed_ack(first_write: int, mss: int) -> bool:
     return partial > 0 and full % 2 == 0
 
 
-class Rpc:
+class Rpc(LoadgenSuite):
     """Seed 002: requests around 4096 and 8192 bytes as one write, and as a large write
     plus a 4-byte tail (Nagle on), each answered with a 28-byte reply (a Sun RPC null reply)."""
 
@@ -371,5 +381,116 @@ class Rpc:
         }
 
 
-SUITES: dict[str, Suite] = {suite.name: suite for suite in (Pingpong(), Nagle(), Stream(), Rpc())}
+# POLICIES: the servers suite's arms, each policy's settings (schemas/config-1.schema.json); None runs
+# without the shim. cork and coalesce are adaptive unless told otherwise.
+POLICIES: dict[str, dict | None] = {
+    "baseline": None,
+    "observe": {},
+    "cork": {"cork": {}},
+    "coalesce": {"coalesce": {}},
+    "cork-fixed": {"cork": {"adaptive": False}},
+    "coalesce-fixed": {"coalesce": {"adaptive": False}},
+}
+ADAPTIVE = ("cork", "coalesce")
+# What the servers suite's tables are read against (issue 16): an adaptive policy within 1% of the
+# baseline's throughput on a one-write server, and within 5% of one writev's round trip on a multi-write client.
+SERVER_GOAL = 0.01
+CLIENT_GOAL = 0.05
+SERVER_SECONDS = 2.0
+WRITEV = "writev"
+
+
+@dataclass(frozen=True)
+class Client:
+    """A multi-write client of tcpadvise-loadgen: its mode and the arguments that shape its requests."""
+
+    name: str
+    title: str
+    mode: str
+    args: tuple[str, ...]
+
+
+class Servers:
+    """What each policy costs real one-write-per-request servers (bench.servers: redis, memcached, nginx,
+    PostgreSQL; the server under the policy, its usual load client without the shim, requests per second
+    as that client counts them), and how close it brings two multi-write clients to the same client
+    sending each request as one writev (round trips)."""
+
+    name, seed, title = "servers", None, "real servers and multi-write clients under each policy"
+    clients = (
+        Client("nagle", "15 two-byte writes, then a 2-byte reply (seed 004)", "burst", ()),
+        Client("header-body", "a 16-byte header, then a 1000-byte body; a 28-byte reply", "rpc",
+               ("--sizes", "1016", "--tail", "1000")),
+    )
+
+    def left_out(self, path):
+        if path.name != "loopback":
+            return [f"servers: the servers run on loopback only; {path.description} measures the clients only"]
+        return [f"servers: {server.name} left out, {reason}" for server in SERVERS if (reason := server.missing())]
+
+    def servers(self, path) -> list[Server]:
+        return [server for server in SERVERS if path.name == "loopback" and server.missing() is None]
+
+    def arms(self, settings, path):
+        seconds = settings.seconds or SERVER_SECONDS
+        arms: list[Arm | ServerArm] = [
+            ServerArm(f"{server.name}:{policy}", server, policy_settings, seconds)
+            for server in self.servers(path)
+            for policy, policy_settings in POLICIES.items()
+        ]
+        for client in self.clients:
+            arms += [
+                round_trip_arm(f"{client.name}:{policy}", client.mode, settings, 1, *client.args,
+                               policy=policy_settings)
+                for policy, policy_settings in POLICIES.items()
+            ]
+            arms.append(round_trip_arm(f"{client.name}:{WRITEV}", client.mode, settings, 1, *client.args,
+                                       "--send", "writev"))
+        return arms
+
+    def analyze(self, documents, settings, path):
+        servers = {}
+        for server in self.servers(path):
+            arms = {policy: _throughput(documents[f"{server.name}:{policy}"]) for policy in POLICIES}
+            _relative_to(arms, "baseline", "requests_per_s", "vs_baseline")
+            servers[server.name] = {"title": server.title, "arms": arms}
+        clients = {}
+        for client in self.clients:
+            arms = {
+                policy: point_summary([run["near"]["points"][0] for run in documents[f"{client.name}:{policy}"]])
+                for policy in (*POLICIES, WRITEV)
+            }
+            _relative_to(arms, WRITEV, "round_trip_us", "vs_writev")
+            clients[client.name] = {"title": client.title, "arms": arms}
+        return {
+            "seconds": settings.seconds or SERVER_SECONDS,
+            "goals": {"adaptive": list(ADAPTIVE), "server_within": SERVER_GOAL, "client_within": CLIENT_GOAL},
+            "servers": servers,
+            "clients": clients,
+            "left_out": self.left_out(path),
+        }
+
+    def calibration(self, result):
+        # Nothing the rules read: this suite proves the policies, it does not calibrate the advice.
+        return {}
+
+
+def _throughput(runs: list[dict]) -> dict:
+    """The runs' requests per second, one sample a run, and the traces each run's server wrote."""
+    summary = summarize([[run["requests_per_s"]] for run in runs])
+    return {"requests_per_s": summary.as_dict() if summary else None, "traces": [run["traces"] for run in runs]}
+
+
+def _relative_to(arms: dict[str, dict], reference: str, figure: str, field: str) -> None:
+    """Each arm's median `figure` over the reference arm's, as `field` (None when either is missing)."""
+    base = arms[reference][figure]
+    for arm in arms.values():
+        ours = arm[figure]
+        arm[field] = ours["median"] / base["median"] if ours and base and base["median"] else None
+
+
+_SEED_SUITES = (Pingpong(), Nagle(), Stream(), Rpc())
+SUITES: dict[str, Suite] = {suite.name: suite for suite in (*_SEED_SUITES, Servers())}
 SUITE_NAMES = tuple(SUITES)
+# The default: the suites that reproduce a seed and yield the calibration.
+SEED_SUITES = tuple(suite.name for suite in _SEED_SUITES)

@@ -12,7 +12,7 @@ import click
 from ..ab import MAX_SEED
 from ..bench import BENCH_SERVER_PORT
 from ..bench.netns import PROFILES
-from ..bench.suites import SUITE_NAMES, Settings
+from ..bench.suites import SEED_SUITES, SUITE_NAMES, Settings
 from ..errors import BadInputError, OutputWriteError, TcpadviseError
 from ..policy.config import BUILTIN_POLICIES
 from ..record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR
@@ -804,12 +804,13 @@ def diff_command(before: Path, after: Path, output_format: str, output: Path | N
 
 
 @cli.command(name="bench")
+@click.argument("named_suites", nargs=-1, metavar="[SUITE]...", type=click.Choice(SUITE_NAMES))
 @click.option(
     "--suite",
     "suites",
     multiple=True,
     type=click.Choice(SUITE_NAMES),
-    help="A suite to run; repeat for several. Default: all four.",
+    help="A suite to run (the same as naming it); repeat for several. Default: the four seeds' suites.",
 )
 @click.option(
     "-o",
@@ -848,8 +849,10 @@ def diff_command(before: Path, after: Path, output_format: str, output: Path | N
 @click.option("--rounds", type=click.IntRange(min=1), default=Settings.rounds, show_default=True,
               help="Round trips per message size and run; an arm that stalls stops after ROUNDS x 2 ms.")
 @click.option("--seconds", type=click.FloatRange(min=0, min_open=True), metavar="S",
-              help="Length of each stream run. Default: 0.3 on loopback and fast links, 1 at 10mbit, 2 at 1mbit.")
+              help="Length of each stream run (default: 0.3 on loopback and fast links, 1 at 10mbit, 2 at 1mbit) "
+              "and of each server run (default: 2).")
 def bench_command(
+    named_suites: tuple[str, ...],
     suites: tuple[str, ...],
     calibration_path: Path,
     target: str | None,
@@ -860,12 +863,13 @@ def bench_command(
     rounds: int,
     seconds: float | None,
 ) -> None:
-    """Measure the seeds' experiments on this machine and path.
+    """Measure the seeds' experiments, or the policies on real servers, here.
 
-    Reproduces the benchmarks the advice cites (../shared/seeds) with
-    tcpadvise-loadgen, and writes FILE for 'tcpadvise report --calibration
-    FILE', whose findings then quote the effect measured here instead of
-    the seed's.
+    By default, reproduces the benchmarks the advice cites (../shared/seeds)
+    with tcpadvise-loadgen, and writes FILE for 'tcpadvise report
+    --calibration FILE', whose findings then quote the effect measured here
+    instead of the seed's. 'tcpadvise bench servers' measures what each
+    policy costs real servers and gains multi-write clients.
 
     \b
     Example:
@@ -873,6 +877,7 @@ def bench_command(
       tcpadvise bench --suite nagle --html bench.html
       sudo tcpadvise bench --link 100mbit --suite pingpong --suite rpc
       tcpadvise report --calibration calibration.json tcpadvise-out
+      tcpadvise bench servers --runs 5 -o servers.json --plot plots
 
     \b
     Suites (the seed each reproduces):
@@ -887,6 +892,18 @@ def bench_command(
                      on and off, and by SO_SNDBUF (4 KiB to 1 MiB)
       rpc       002  requests of 512 to 8960 bytes (around 4096 and 8192)
                      as one write, and as a large write plus a 4-byte tail
+      servers   -    not run unless named: redis-server (redis-benchmark
+                     GET), memcached (memcslap get), nginx (wrk, a 4 KiB
+                     file, sendfile off) and PostgreSQL (pgbench -C -S) on
+                     loopback, each server under no shim (baseline),
+                     observe, adaptive cork and coalesce and their fixed
+                     forms; requests/s as the client counts them, against
+                     the baseline (goal: adaptive within 1%). Then 15 x 2 B
+                     writes and a 16 B header then a 1000 B body under the
+                     same policies and as one writev (goal: adaptive within
+                     5% of writev). Each server run lasts --seconds
+                     (default 2); a server not installed is left out with a
+                     warning. It yields no calibration.
 
     \b
     Paths: loopback by default. --link builds two network namespaces
@@ -925,7 +942,8 @@ def bench_command(
     from ..bench.render import ProgressBar, print_summary, summary_text
     from ..bench.run import prepare_plot_directory, run_bench, write_outputs
 
-    settings = Settings(tuple(name for name in SUITE_NAMES if name in suites) or SUITE_NAMES, runs, rounds, seconds)
+    chosen = {*named_suites, *suites}
+    settings = Settings(tuple(name for name in SUITE_NAMES if name in chosen) or SEED_SUITES, runs, rounds, seconds)
     if plot_dir is not None:
         prepare_plot_directory(plot_dir)
     with ProgressBar(Console(stderr=True)) as progress:

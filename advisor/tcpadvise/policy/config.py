@@ -81,8 +81,13 @@ def check_config(path: Path) -> ConfigCheck:
 
 def builtin_config(name: str) -> str:
     """The config a built-in policy name stands for: that policy on every socket."""
-    config = {"schema": CONFIG_SCHEMA, "rules": [{"name": name, "policy": name}]}
-    return f"# tcpadvise record --policy {name}\n" + yaml.safe_dump(config, sort_keys=False)
+    return f"# tcpadvise record --policy {name}\n" + every_socket_config(name, name)
+
+
+def every_socket_config(name: str, policy: str | dict) -> str:
+    """A config of one rule, `name`, applying `policy` (a built-in name or its settings) to every socket."""
+    config = {"schema": CONFIG_SCHEMA, "rules": [{"name": name, "policy": policy}]}
+    return yaml.safe_dump(config, sort_keys=False)
 
 
 def write_policy_file(out_dir: Path, config: str) -> Path:

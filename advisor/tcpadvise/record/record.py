@@ -6,7 +6,7 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import schemas
@@ -16,7 +16,7 @@ from ..safefile import write_atomically
 from ..symbols.elfinfo import blind_spot, inspect_executable, resolve_command
 from ..trace.reader import RECORD_FILE, RECORD_SCHEMA, load_inputs
 from . import DEFAULT_INTERVAL
-from .shim import find_shim
+from .shim import find_shim, shim_environment
 
 _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -82,16 +82,6 @@ def record(
     if tick is not None:
         tick()
     return manifest
-
-
-def shim_environment(base: Mapping[str, str], shim: Path, out_dir: Path, interval: float) -> dict[str, str]:
-    """`base` with the shim prepended to LD_PRELOAD and its TCPADVISE_* settings."""
-    environment = dict(base)
-    existing = environment.get("LD_PRELOAD")
-    environment["LD_PRELOAD"] = f"{shim}:{existing}" if existing else str(shim)
-    environment["TCPADVISE_OUT"] = str(out_dir)
-    environment["TCPADVISE_INTERVAL"] = f"{interval:g}"
-    return environment
 
 
 def run_forwarding_signals(

@@ -137,3 +137,22 @@ def _unique(paths) -> list[Path]:
         if path not in unique:
             unique.append(path)
     return unique
+
+
+# Variables of ours or of a preload that must not leak into a process meant to run without the shim.
+_ISOLATED_PREFIXES = ("LD_PRELOAD", "TCPADVISE_")
+
+
+def isolated_environment() -> dict[str, str]:
+    """This environment without any preload or TCPADVISE_ setting (`ip netns exec` passes it on)."""
+    return {key: value for key, value in os.environ.items() if not key.startswith(_ISOLATED_PREFIXES)}
+
+
+def shim_environment(base: Mapping[str, str], shim: Path, out_dir: Path, interval: float) -> dict[str, str]:
+    """`base` with the shim prepended to LD_PRELOAD and its TCPADVISE_* settings."""
+    environment = dict(base)
+    existing = environment.get("LD_PRELOAD")
+    environment["LD_PRELOAD"] = f"{shim}:{existing}" if existing else str(shim)
+    environment["TCPADVISE_OUT"] = str(out_dir)
+    environment["TCPADVISE_INTERVAL"] = f"{interval:g}"
+    return environment

@@ -1,0 +1,342 @@
+"""The real servers of `tcpadvise bench servers` (bench.suites.Servers): how
+each is prepared once, started on loopback under a policy, loaded by its usual
+client and stopped.
+
+redis-server with redis-benchmark GETs, memcached with memcslap gets, nginx
+with wrk (a 4 KiB file, sendfile off: one writev a response) and PostgreSQL
+with `pgbench -C -S` (a new connection, and a forked backend, per
+transaction). The server runs under the arm's policy, the client without the
+shim; a run's figure is the requests (transactions) per second the client
+reports, so every arm is measured by the same program the same way.
+"""
+
+import abc
+import contextlib
+import csv
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BenchError
+from ..policy.config import every_socket_config
+from ..record.shim import isolated_environment, shim_environment
+
+_CONNECTIONS = 4
+_READY_SECONDS = 30
+_STOP_SECONDS = 30
+# Where Debian puts nginx and PostgreSQL's programs, outside a user's PATH.
+_SBIN = "/usr/sbin"
+_POSTGRES_LIBDIR = Path("/usr/lib/postgresql")
+
+
+@dataclass(frozen=True)
+class ServerArm:
+    """One run of a real server under a policy (None: no shim) with its load client."""
+
+    key: str
+    server: "Server"
+    policy: dict | None
+    seconds: float
+
+    @property
+    def timeout_seconds(self) -> float:
+        return _READY_SECONDS + self.seconds * 3 + 60
+
+
+class Server(abc.ABC):
+    """A real server and the client that loads it. Subclasses say how to run them."""
+
+    name: str
+    title: str
+    programs: tuple[str, ...]
+    stop_signal = signal.SIGTERM
+
+    def missing(self) -> str | None:
+        """Why the server cannot run here, or None."""
+        absent = [program for program in self.programs if _which(program) is None]
+        return f"not installed: {' '.join(absent)} (scripts/install-deps.sh installs them)" if absent else None
+
+    def prepare(self, directory: Path) -> None:
+        """Make once what every run of the server needs in `directory` (it exists)."""
+
+    @abc.abstractmethod
+    def command(self, directory: Path, port: int) -> list[str]:
+        """The command that runs the server in `directory`, listening on 127.0.0.1:`port`."""
+
+    @abc.abstractmethod
+    def client(self, port: int, seconds: float) -> list[str]:
+        """The command that loads the server for about `seconds`."""
+
+    @abc.abstractmethod
+    def rate(self, output: str) -> float | None:
+        """Requests per second as the client printed them, or None."""
+
+    def run_as(self) -> list[str]:
+        """The command prefix the server runs under (root runs it as itself)."""
+        return []
+
+
+class Redis(Server):
+    name = "redis"
+    title = f"redis-server: redis-benchmark GET, {_CONNECTIONS} connections"
+    programs = ("redis-server", "redis-benchmark")
+
+    def command(self, directory, port):
+        return ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+                "--dir", str(directory), "--logfile", str(directory / "server.log")]
+
+    def client(self, port, seconds):
+        # redis-benchmark counts requests, not seconds: about 40,000 GETs a second here.
+        requests = max(1000, round(seconds * 40_000))
+        return ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", str(_CONNECTIONS),
+                "-n", str(requests), "-t", "get", "--csv"]
+
+    def rate(self, output):
+        rows = [row for row in csv.DictReader(output.splitlines()) if row.get("test") == "GET"]
+        return float(rows[-1]["rps"]) if rows else None
+
+
+class Memcached(Server):
+    name = "memcached"
+    title = f"memcached: memcslap get, {_CONNECTIONS} threads"
+    programs = ("memcached", "memcslap")
+    _GOT = re.compile(r"Time to get\s+(\d+) keys by\s+\d+ threads:\s+([0-9.]+) seconds")
+
+    def command(self, directory, port):
+        # memcached refuses root unless told which user to be.
+        user = ["-u", "root"] if os.geteuid() == 0 else []
+        return ["memcached", *user, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64", "-t", "2"]
+
+    def client(self, port, seconds):
+        # Each thread gets every key once: about 15,000 gets a thread a second here.
+        keys = max(1000, round(seconds * 15_000))
+        return ["memcslap", f"--servers=127.0.0.1:{port}", f"--concurrency={_CONNECTIONS}",
+                f"--execute-number={keys}", "--test=get"]
+
+    def rate(self, output):
+        found = self._GOT.search(output)
+        if not found or float(found[2]) <= 0:
+            return None
+        return int(found[1]) / float(found[2])
+
+
+class Nginx(Server):
+    name = "nginx"
+    title = f"nginx: wrk, 4 KiB, sendfile off, {_CONNECTIONS} connections"
+    programs = ("nginx", "wrk")
+    _RATE = re.compile(r"Requests/sec:\s+([0-9.]+)")
+
+    def prepare(self, directory):
+        (directory / "docroot").mkdir()
+        (directory / "docroot" / "index.html").write_bytes(b"w" * 4096)
+
+    def command(self, directory, port):
+        user = "user root root;" if os.geteuid() == 0 else ""
+        (directory / "nginx.conf").write_text(
+            f"{user}\nworker_processes 1;\ndaemon off;\npid {directory}/nginx.pid;\n"
+            f"error_log {directory}/server.log notice;\nevents {{ worker_connections 256; }}\n"
+            f"http {{\n  access_log off;\n  client_body_temp_path {directory}/body;\n"
+            f"  proxy_temp_path {directory}/proxy;\n  fastcgi_temp_path {directory}/fastcgi;\n"
+            f"  uwsgi_temp_path {directory}/uwsgi;\n  scgi_temp_path {directory}/scgi;\n"
+            f"  sendfile off;\n  server {{ listen 127.0.0.1:{port}; root {directory}/docroot; }}\n}}\n"
+        )
+        return [_which("nginx"), "-e", str(directory / "server.log"), "-p", str(directory),
+                "-c", str(directory / "nginx.conf")]
+
+    def client(self, port, seconds):
+        return ["wrk", "-t1", f"-c{_CONNECTIONS}", f"-d{max(1, round(seconds))}s",
+                f"http://127.0.0.1:{port}/index.html"]
+
+    def rate(self, output):
+        if "Socket errors" in output or "Non-2xx" in output:
+            return None
+        found = self._RATE.search(output)
+        return float(found[1]) if found else None
+
+
+class Postgres(Server):
+    name = "postgres"
+    title = "PostgreSQL: pgbench -C -S, 2 clients"
+    programs = ("pgbench",)
+    # SIGINT is PostgreSQL's fast shutdown; SIGTERM waits for its clients.
+    stop_signal = signal.SIGINT
+    _TPS = re.compile(r"tps = ([0-9.]+)")
+
+    def missing(self):
+        if self._bin() is None:
+            return "not installed: postgresql (scripts/install-deps.sh installs it)"
+        if os.geteuid() == 0 and self._account() is None:
+            return "no 'postgres' user to run PostgreSQL as (root cannot): install Debian's postgresql"
+        return super().missing()
+
+    @staticmethod
+    def _bin() -> Path | None:
+        versions = sorted(_POSTGRES_LIBDIR.glob("*/bin/postgres"), key=lambda path: int(path.parts[-3]))
+        if versions:
+            return versions[-1].parent
+        found = shutil.which("postgres")
+        return Path(found).resolve().parent if found else None
+
+    @staticmethod
+    def _account() -> pwd.struct_passwd | None:
+        try:
+            return pwd.getpwnam("postgres")
+        except KeyError:
+            return None
+
+    def run_as(self):
+        if os.geteuid() != 0:
+            return []
+        return ["setpriv", "--reuid", "postgres", "--regid", "postgres", "--init-groups", "--"]
+
+    def prepare(self, directory):
+        account = self._account() if os.geteuid() == 0 else None
+        if account:
+            os.chown(directory, account.pw_uid, account.pw_gid)
+        _run_checked([*self.run_as(), str(self._bin() / "initdb"), "-D", str(directory / "data"), "-A", "trust",
+                      "-U", "postgres", "--no-sync"], "initdb", 120)
+        with running(self, directory, None, None) as port:
+            _run_checked(["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-i", "-s", "1",
+                          "-q", "postgres"], "pgbench -i", 120)
+
+    def command(self, directory, port):
+        return [*self.run_as(), str(self._bin() / "postgres"), "-D", str(directory / "data"), "-h", "127.0.0.1",
+                "-p", str(port), "-k", str(directory), "-c", "fsync=off", "-c", "synchronous_commit=off",
+                "-c", "full_page_writes=off", "-c", "logging_collector=off"]
+
+    def client(self, port, seconds):
+        return ["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-C", "-S", "-n", "-c", "2",
+                "-T", str(max(1, round(seconds))), "postgres"]
+
+    def rate(self, output):
+        found = self._TPS.search(output)
+        return float(found[1]) if found else None
+
+
+SERVERS: tuple[Server, ...] = (Redis(), Memcached(), Nginx(), Postgres())
+
+
+def run_server_arm(arm: ServerArm, shim: Path | None, scratch: Path) -> dict:
+    """One run of a server arm: start the server under the arm's policy, load it, stop it. The document
+    holds the client's requests per second and how many traces the server's processes wrote (none
+    without the shim; at least one under it: proof that the policy ran)."""
+    directory = _prepared(arm.server, scratch)
+    traces = Path(tempfile.mkdtemp(prefix="traces-", dir=directory))
+    with running(arm.server, directory, arm.policy, shim, traces) as port:
+        command = arm.server.client(port, arm.seconds)
+        try:
+            finished = subprocess.run(command, capture_output=True, text=True, timeout=arm.timeout_seconds,
+                                      env=isolated_environment(), check=False)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"{arm.key}: {command[0]} did not finish in {arm.timeout_seconds:.0f} s") from None
+    rate = arm.server.rate(finished.stdout) if finished.returncode == 0 else None
+    if rate is None:
+        last = (finished.stderr.strip() or finished.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise BenchError(f"{arm.key}: {command[0]} measured nothing (exit {finished.returncode}: {last[0]})")
+    written = sum(1 for _ in traces.glob("*.json"))
+    shutil.rmtree(traces, ignore_errors=True)
+    return {"requests_per_s": rate, "traces": written}
+
+
+def _prepared(server: Server, scratch: Path) -> Path:
+    """The server's directory in the bench's scratch, made and prepared by its first run."""
+    directory = scratch / server.name
+    if not directory.exists():
+        # Traversable by a server that runs as another user (PostgreSQL as postgres), never listable.
+        scratch.chmod(0o711)
+        directory.mkdir(mode=0o700)
+        server.prepare(directory)
+    return directory
+
+
+@contextlib.contextmanager
+def running(server: Server, directory: Path, policy: dict | None, shim: Path | None,
+            traces: Path | None = None) -> Iterator[int]:
+    """The server listening on a free loopback port, under `policy` with its traces in `traces` (policy
+    None: without the shim); yields the port, and stops the server however the block is left."""
+    environment = isolated_environment()
+    if policy is not None:
+        config = directory / "policy.yaml"
+        config.write_text(every_socket_config("bench", policy))
+        _give_to_owner_of(directory, traces, config)
+        # Interval 0: the shim writes its trace at exit only, nothing in the measured time.
+        environment = shim_environment(environment, shim, traces, 0)
+        environment["TCPADVISE_CONFIG"] = str(config)
+    port = _free_port()
+    with (directory / "start.log").open("w") as log:
+        process = subprocess.Popen(server.command(directory, port), stdout=log, stderr=subprocess.STDOUT,
+                                   env=environment, cwd=directory)
+        try:
+            _wait_listening(server, process, port, directory)
+            yield port
+        finally:
+            _stop(server, process)
+
+
+def _wait_listening(server: Server, process: subprocess.Popen, port: int, directory: Path) -> None:
+    deadline = time.monotonic() + _READY_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise BenchError(f"{server.name} exited with status {process.returncode} before listening: "
+                             f"{_log_tail(directory)}")
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.02)
+    raise BenchError(f"{server.name} did not listen on port {port} within {_READY_SECONDS} s: {_log_tail(directory)}")
+
+
+def _stop(server: Server, process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(server.stop_signal)
+        try:
+            process.wait(_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _log_tail(directory: Path) -> str:
+    lines = []
+    for name in ("start.log", "server.log"):
+        with contextlib.suppress(OSError):
+            lines += (directory / name).read_text(errors="replace").strip().splitlines()
+    return lines[-1] if lines else "no output"
+
+
+def _give_to_owner_of(directory: Path, *paths: Path) -> None:
+    """A server running as the directory's owner writes its traces and reads its config."""
+    owner = directory.stat()
+    if os.geteuid() == 0 and owner.st_uid != 0:
+        for path in paths:
+            os.chown(path, owner.st_uid, owner.st_gid)
+
+
+def _run_checked(command: list[str], what: str, timeout: float) -> None:
+    try:
+        finished = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                  env=isolated_environment(), check=False)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{what} did not finish in {timeout:.0f} s") from None
+    if finished.returncode != 0:
+        last = (finished.stderr.strip() or finished.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise BenchError(f"{what} failed (exit {finished.returncode}): {last[0]}")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _which(program: str) -> str | None:
+    return shutil.which(program, path=f"{os.environ.get('PATH', '')}:{_SBIN}")
