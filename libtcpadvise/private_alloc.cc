@@ -42,3 +42,16 @@ void PrivateFree(void* p) {
 }
 
 }  // namespace tcpadvise
+
+// jemalloc's heap profiler is its only user of libm, and it stays off in the
+// shim's heap whatever the application's MALLOC_CONF (meant for the
+// application's own jemalloc, if any) says: jemalloc reads this setting after
+// the environment's. Its exp, log and round are renamed to these
+// (libtcpadvise/CMakeLists.txt), never called, so that the shim does not load
+// libm into every process.
+extern "C" {
+const char* malloc_conf_2_conf_harder = "prof:false";
+double tcpadvise_jemalloc_exp(double) { __builtin_trap(); }
+double tcpadvise_jemalloc_log(double) { __builtin_trap(); }
+double tcpadvise_jemalloc_round(double) { __builtin_trap(); }
+}
