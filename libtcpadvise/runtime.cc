@@ -28,6 +28,10 @@ std::atomic<uint64_t> g_next_snapshot_tick{UINT64_MAX};
 namespace {
 
 std::atomic<bool> g_active{false};
+// g_tracked_any is set with the first socket this process (or its fork
+// parent) tracked: without one there is nothing to hold nor to write, and
+// exit costs a process that never opened a socket nothing.
+std::atomic<bool> g_tracked_any{false};
 std::atomic<bool> g_armed{false};
 std::atomic<bool> g_snapshot_thread_started{false};
 std::atomic<uint32_t> g_warnings{0};
@@ -161,13 +165,13 @@ void RuntimeStart() {
 }
 
 void RuntimeStop() {
-  if (!g_active.load(std::memory_order_acquire)) return;
+  if (!g_active.load(std::memory_order_acquire) || !g_tracked_any.load(std::memory_order_acquire)) return;
   ReleaseAll(FlushCause::kExit);
   WriteTrace(/*final=*/true);
 }
 
 void RuntimeStopAtExitCall() {
-  if (!g_active.load(std::memory_order_acquire)) return;
+  if (!g_active.load(std::memory_order_acquire) || !g_tracked_any.load(std::memory_order_acquire)) return;
   // A vfork child shares its parent's memory: a trace written here would
   // be the parent's, and would end its snapshots.
   if (getpid() != g_runtime.pid) return;
@@ -177,6 +181,7 @@ void RuntimeStopAtExitCall() {
 }
 
 void OnSocketTracked() {
+  if (!g_tracked_any.load(std::memory_order_relaxed)) g_tracked_any.store(true, std::memory_order_release);
   CallSitesOnSocketTracked(g_runtime.pid);
   if (g_runtime.settings.interval_s <= 0) return;
   const uint64_t now = ReadTicks();

@@ -45,7 +45,8 @@ Settings ParseSettings(const char* out_dir, const char* interval, const char** w
 // the table cannot be set up.
 void RuntimeStart();
 
-// RuntimeStop writes the final trace (exit, or a fatal signal: signals.h).
+// RuntimeStop writes the final trace (exit, or a fatal signal: signals.h);
+// nothing when the process never tracked a socket (it would write none).
 void RuntimeStop();
 
 // RuntimeStopAtExitCall writes the final trace from _exit, which runs no
