@@ -1,6 +1,9 @@
 #include "private_alloc.h"
 
 #include <jemalloc/jemalloc.h>
+#include <pthread.h>
+
+#include <atomic>
 
 #include "reentry.h"
 
@@ -23,10 +26,38 @@ class HeapSection {
   ShimSection section_;
 };
 
+// jemalloc's fork handlers, which it hands to tcpadvise_jemalloc_atfork; the
+// runtime's fork handlers run them (PrivateHeapBeforeFork and the rest).
+using ForkHandler = void (*)();
+std::atomic<ForkHandler> g_heap_prefork{nullptr};
+std::atomic<ForkHandler> g_heap_postfork_parent{nullptr};
+std::atomic<ForkHandler> g_heap_postfork_child{nullptr};
+
+// jemalloc sets itself up at the shim's first allocation (its constructor is
+// left out: libtcpadvise/CMakeLists.txt), under g_heap_start, which fork takes
+// too: a fork child never inherits a heap another thread was halfway through
+// setting up (its first allocation would wait for that thread forever).
+pthread_mutex_t g_heap_start = PTHREAD_MUTEX_INITIALIZER;
+std::atomic<bool> g_heap_started{false};
+
+// StartHeap sets jemalloc up, inside the caller's HeapSection.
+[[gnu::cold]] [[gnu::noinline]] void StartHeap() {
+  pthread_mutex_lock(&g_heap_start);
+  if (!g_heap_started.load(std::memory_order_relaxed)) {
+    void* first = mallocx(1, 0);
+    if (first != nullptr) {
+      dallocx(first, 0);
+      g_heap_started.store(true, std::memory_order_release);
+    }
+  }
+  pthread_mutex_unlock(&g_heap_start);
+}
+
 }  // namespace
 
 void* PrivateAlloc(size_t size) {
   HeapSection section;
+  if (__builtin_expect(!g_heap_started.load(std::memory_order_acquire), 0)) StartHeap();
   return mallocx(size ? size : 1, MALLOCX_ZERO);
 }
 
@@ -41,7 +72,34 @@ void PrivateFree(void* p) {
   if (p != nullptr) dallocx(p, 0);
 }
 
+void PrivateHeapBeforeFork() {
+  pthread_mutex_lock(&g_heap_start);
+  if (const ForkHandler prefork = g_heap_prefork.load(std::memory_order_acquire)) prefork();
+}
+
+void PrivateHeapAfterForkInParent() {
+  if (const ForkHandler parent = g_heap_postfork_parent.load(std::memory_order_acquire)) parent();
+  pthread_mutex_unlock(&g_heap_start);
+}
+
+void PrivateHeapAfterForkInChild() {
+  if (const ForkHandler child = g_heap_postfork_child.load(std::memory_order_acquire)) child();
+  pthread_mutex_init(&g_heap_start, nullptr);
+}
+
 }  // namespace tcpadvise
+
+// jemalloc registers its fork handlers here rather than with pthread_atfork
+// (renamed in its archive: libtcpadvise/CMakeLists.txt). Set up lazily, it
+// would otherwise call pthread_atfork from the first tracked socket, where
+// it waits for glibc's fork lock, which a fork in another thread holds while
+// its handlers wait for g_heap_start.
+extern "C" int tcpadvise_jemalloc_atfork(void (*prepare)(), void (*parent)(), void (*child)()) {
+  tcpadvise::g_heap_postfork_parent.store(parent, std::memory_order_relaxed);
+  tcpadvise::g_heap_postfork_child.store(child, std::memory_order_relaxed);
+  tcpadvise::g_heap_prefork.store(prepare, std::memory_order_release);
+  return 0;
+}
 
 // jemalloc's heap profiler is its only user of libm, and it stays off in the
 // shim's heap whatever the application's MALLOC_CONF (meant for the

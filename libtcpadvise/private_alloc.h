@@ -26,6 +26,14 @@ void* PrivateRealloc(void* p, size_t size);
 // PrivateFree releases a PrivateAlloc block; nullptr is fine.
 void PrivateFree(void* p);
 
+// PrivateHeapBeforeFork, PrivateHeapAfterForkInParent and
+// PrivateHeapAfterForkInChild bracket a fork (the runtime's fork handlers
+// call them last before and first after): no fork comes while the heap sets
+// itself up, and the heap's locks are held across it.
+void PrivateHeapBeforeFork();
+void PrivateHeapAfterForkInParent();
+void PrivateHeapAfterForkInChild();
+
 // PrivateNew constructs a T in the private heap; nullptr on failure.
 template <typename T, typename... Args>
 T* PrivateNew(Args&&... args) {

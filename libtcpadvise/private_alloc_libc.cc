@@ -35,4 +35,9 @@ void* PrivateRealloc(void* p, size_t size) { return realloc(p, size ? size : 1);
 
 void PrivateFree(void* p) { free(p); }
 
+// libc's heap takes care of fork itself.
+void PrivateHeapBeforeFork() {}
+void PrivateHeapAfterForkInParent() {}
+void PrivateHeapAfterForkInChild() {}
+
 }  // namespace tcpadvise

@@ -12,6 +12,7 @@
 #include "background_thread.h"
 #include "call_sites.h"
 #include "policy.h"
+#include "private_alloc.h"
 #include "raw_log.h"
 #include "real_libc.h"
 #include "reentry.h"
@@ -72,14 +73,17 @@ void BeforeFork() {
   ReleaseAll(FlushCause::kFork);
   LockTraceWriter();
   g_table.Lock();
+  PrivateHeapBeforeFork();
 }
 
 void AfterForkInParent() {
+  PrivateHeapAfterForkInParent();
   g_table.Unlock();
   UnlockTraceWriter();
 }
 
 void AfterForkInChild() {
+  PrivateHeapAfterForkInChild();
   DropHeldInChild();
   g_table.ResetInChild();
   ResetTraceWriterInChild();

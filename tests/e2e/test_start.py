@@ -1,14 +1,20 @@
 """A process pays at start only for what it uses (issue 16, cheap start): with
 the config `tcpadvise record --policy` hands it (policy.resolve_policy: the
-compiled form) it never loads yaml-cpp; libunwind is loaded with the first TCP
-socket, not before. Checked in the processes' own /proc/self/maps; the
-timings are bench/start_cost.py's."""
+compiled form) it never loads yaml-cpp; libunwind is loaded, and the shim's
+private heap (jemalloc) set up, with the first TCP socket, not before; libm
+is not loaded at all; a process that never opens a socket writes no trace
+and makes none of the system calls of those. Checked in the processes' own
+/proc/self/maps and in strace's record of their system calls; the timings
+are bench/start_cost.py's."""
 import json
+import os
+import shutil
+import subprocess
 import sys
 
 import pytest
 from tcpadvise.policy.config import resolve_policy
-from testlib import run, shim_env, shim_path
+from testlib import prog, run, shim_env, shim_path
 
 # What the shim used to load into every process under a policy (with libstdc++, which a sanitizer
 # build's runtime loads anyway), and what it loads only for sockets.
@@ -54,6 +60,85 @@ def test_a_process_without_sockets_loads_neither_yaml_nor_the_unwinder(tmp_path)
     loaded = libraries(maps.read_text())
     assert "libtcpadvise.so" in loaded  # the shim was there: the rest of the test means something
     assert not {name for name in loaded if name.startswith(YAML_LIBRARIES + (UNWINDER,))}, loaded
+    if not os.environ.get("TCPADVISE_PRELOAD_FIRST"):  # a sanitizer's runtime loads libm itself
+        assert not {name for name in loaded if name.startswith("libm.so")}, loaded
+
+
+def test_the_shim_needs_no_library_but_libc():
+    # Every library the shim names is loaded into every process it is preloaded into.
+    dynamic = subprocess.run(["readelf", "-d", str(shim_path())], capture_output=True, text=True, check=True).stdout
+    needed = {line.split("[")[1].rstrip("]") for line in dynamic.splitlines() if "(NEEDED)" in line}
+    assert "libc.so.6" in needed and "libm.so.6" not in needed, needed
+
+
+# What setting up the private heap (jemalloc), writing a trace and loading
+# the unwinder do: none of it belongs in a process that opens no socket.
+DEFERRED_CALLS = {
+    "jemalloc's settings": "/etc/malloc.conf",
+    "jemalloc's look at overcommit": "overcommit_memory",
+    "jemalloc's look at huge pages": "transparent_hugepage",
+    "jemalloc's CPU count": "sched_getaffinity(",
+    "a trace's temporary name": "getrandom(",
+    "a trace's host name": "uname(",
+    "a trace put in place": "rename(",
+    "libm": "libm.so",
+    "libunwind": "libunwind",
+}
+
+
+def system_calls(tmp_path, command, env):
+    """The system calls of command and its children, as strace -f records them."""
+    record = tmp_path / "strace"
+    result = subprocess.run(["strace", "-f", "-qq", "-o", str(record), *command], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return record.read_text()
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+@pytest.mark.skipif(bool(os.environ.get("TCPADVISE_PRELOAD_FIRST")),
+                    reason="a sanitizer's runtime makes system calls of its own at start")
+@pytest.mark.parametrize("arm", ["observe", "policy"])
+def test_a_process_without_sockets_makes_none_of_the_deferred_system_calls(tmp_path, arm):
+    out = tmp_path / "out"
+    out.mkdir()
+    config = resolve_policy("cork", out)
+    env = shim_env(out, **({"TCPADVISE_CONFIG": str(config)} if arm == "policy" else {}))
+    calls = system_calls(tmp_path, ["/bin/true"], env)
+    assert "libtcpadvise.so" in calls  # the shim was loaded, and under a policy read its config
+    assert arm == "observe" or str(config) in calls
+    made = {what: needle for what, needle in DEFERRED_CALLS.items() if needle in calls}
+    assert not made, made
+    assert not list(out.glob("*.json")) and not list(out.glob(".*.tmp"))  # no trace
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+@pytest.mark.skipif(bool(os.environ.get("TCPADVISE_PRELOAD_FIRST")),
+                    reason="a sanitizer's runtime makes system calls of its own at start")
+def test_the_first_socket_sets_the_heap_up_and_the_trace_is_written(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    calls = system_calls(tmp_path, [sys.executable, "-c", SOCKET_PROGRAM, str(tmp_path / "maps")], shim_env(out))
+    first_socket = calls.index("socket(AF_INET")
+    assert calls.index("/etc/malloc.conf") > first_socket  # the heap was set up, after the first socket
+    assert "rename(" in calls and list(out.glob("python*.json"))
+
+
+def test_a_fork_while_the_first_socket_sets_the_heap_up_does_not_hang(tmp_path):
+    # A thread forks while another opens the process's first socket, when the
+    # heap sets itself up: neither may wait for the other (the build of main
+    # hung about once in 60 such runs, on jemalloc's fork handler and the
+    # socket table's lock taken in opposite orders).
+    out = tmp_path / "out"
+    out.mkdir()
+    for attempt in range(60):
+        try:
+            result = subprocess.run([prog("forkfirst")], env=shim_env(out), capture_output=True, text=True, timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"run {attempt} hung")
+        assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
+        for trace in out.iterdir():
+            trace.unlink()
 
 
 def test_the_first_socket_loads_the_unwinder_and_the_policy_acts(tmp_path):
