@@ -5,6 +5,7 @@
 
 #include "address.h"
 #include "errno_saver.h"
+#include "private_alloc.h"
 
 namespace tcpadvise {
 
@@ -72,7 +73,7 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   write_bytes.Add(o.write_bytes.Get());
   read_calls.Add(o.read_calls.Get());
   read_bytes.Add(o.read_bytes.Get());
-  AddCounters(write_by_api, o.write_by_api, static_cast<int>(WriteApi::kCount));
+  write_by_api.MergeFrom(o.write_by_api);
   write_size.MergeFrom(o.write_size);
   write_iovcnt.MergeFrom(o.write_iovcnt);
   write_ticks.MergeFrom(o.write_ticks);
@@ -81,13 +82,30 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   burst_bytes.MergeFrom(o.burst_bytes);
   turn_ticks.MergeFrom(o.turn_ticks);
   sent_to_reply_ticks.MergeFrom(o.sent_to_reply_ticks);
-  AddCounters(read_by_api, o.read_by_api, static_cast<int>(ReadApi::kCount));
+  read_by_api.MergeFrom(o.read_by_api);
   read_eof.Add(o.read_eof.Get());
   partial_writes.Add(o.partial_writes.Get());
   write_eagain.Add(o.write_eagain.Get());
   read_size.MergeFrom(o.read_size);
   errors.MergeFrom(o.errors);
-  policy_counters.MergeFrom(o.policy_counters);
+  // A group that cannot get its policy counters (memory ran out) leaves
+  // this socket's out; PolicyFailOpen's warning says why.
+  if (const PolicyCounters* other = o.policy_counters()) {
+    if (PolicyCounters* mine = MakePolicyCounters()) mine->MergeFrom(*other);
+  }
+}
+
+PolicyCounters* SocketStats::MakePolicyCounters() {
+  PolicyCounters* current = policy_counters_.load(std::memory_order_acquire);
+  if (current != nullptr || t_in_private_heap) return current;
+  PolicyCounters* fresh = PrivateNew<PolicyCounters>();
+  if (fresh == nullptr) return nullptr;
+  if (!policy_counters_.compare_exchange_strong(current, fresh, std::memory_order_acq_rel,
+                                                std::memory_order_acquire)) {
+    PrivateFree(fresh);  // never published: nobody else can see it
+    return current;
+  }
+  return fresh;
 }
 
 static void ZeroCounters(Counter* c, int n) {
@@ -103,7 +121,7 @@ void SocketStats::Reset() {
   burst_open_bytes.Set(0);
   last_write_start.Set(0);
   turn_start.Set(0);
-  ZeroCounters(write_by_api, static_cast<int>(WriteApi::kCount));
+  write_by_api.Reset();
   write_size.Reset();
   write_iovcnt.Reset();
   write_ticks.Reset();
@@ -112,13 +130,13 @@ void SocketStats::Reset() {
   burst_bytes.Reset();
   turn_ticks.Reset();
   sent_to_reply_ticks.Reset();
-  ZeroCounters(read_by_api, static_cast<int>(ReadApi::kCount));
+  read_by_api.Reset();
   read_eof.Set(0);
   partial_writes.Set(0);
   write_eagain.Set(0);
   read_size.Reset();
   errors.Reset();
-  policy_counters.Reset();
+  if (PolicyCounters* c = policy_counters()) c->Reset();
 }
 
 // AddressBytes points at the address part of an IPv4 or IPv6 sockaddr.

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace tcpadvise {
 namespace {
 
@@ -116,7 +118,7 @@ TEST(SocketStateTest, ErrnoCountsGrowPastTheInlineSlotsAndMerge) {
 // bench/memory_per_connection.py measures it in RSS): no dense array is
 // allocated for a socket that sees few distinct sizes, times and errnos.
 TEST(SocketStateTest, AConnectionWithFewDistinctValuesCostsUnderTwoKilobytes) {
-  EXPECT_LE(sizeof(SocketState), 1536u);  // a jemalloc size class: 1.5 KiB
+  EXPECT_LE(sizeof(SocketState), 1024u);  // a jemalloc size class: 1 KiB
   SocketState s;
   for (uint64_t round = 0; round < 100; ++round) {
     s.OnWrite(WriteApi::kWrite, 512, 0, kScalarWrite, 1000 * round + 1, 40 + round % 3);
@@ -129,6 +131,8 @@ TEST(SocketStateTest, AConnectionWithFewDistinctValuesCostsUnderTwoKilobytes) {
     EXPECT_EQ(h->HeapBytes(), 0u);
   }
   EXPECT_EQ(st.errors.HeapBytes(), 0u);
+  EXPECT_EQ(st.write_by_api.HeapBytes() + st.read_by_api.HeapBytes(), 0u);
+  EXPECT_EQ(st.policy_counters(), nullptr);  // no rule: no policy counters
   EXPECT_EQ(st.write_size.Percentile(0.5), 512u);
   EXPECT_EQ(st.burst_writes.count(), 100u);
 }
@@ -145,7 +149,8 @@ TEST(SocketStateTest, ABusyConnectionWithSpreadTimesStaysUnderTwoKilobytes) {
     s.OnRead(ReadApi::kRead, -1, EAGAIN, false);
   }
   const SocketStats& st = s.stats;
-  uint64_t heap = st.errors.HeapBytes() + st.policy_counters.deferred_errors.HeapBytes();
+  uint64_t heap = st.errors.HeapBytes() + st.write_by_api.HeapBytes() + st.read_by_api.HeapBytes();
+  EXPECT_EQ(st.policy_counters(), nullptr);
   for (const Histogram* h : {&st.write_size, &st.write_iovcnt, &st.write_ticks, &st.gap_ticks, &st.burst_writes,
                              &st.burst_bytes, &st.turn_ticks, &st.sent_to_reply_ticks, &st.read_size}) {
     heap += h->HeapBytes();
@@ -153,6 +158,81 @@ TEST(SocketStateTest, ABusyConnectionWithSpreadTimesStaysUnderTwoKilobytes) {
   EXPECT_EQ(st.turn_ticks.count(), 20u);
   EXPECT_GT(heap, 0u);
   EXPECT_LE(sizeof(SocketState) + heap, 2048u);
+}
+
+// HeapOf is what s's statistics allocated beyond the entry.
+uint64_t HeapOf(const SocketStats& st) {
+  uint64_t heap = st.errors.HeapBytes() + st.write_by_api.HeapBytes() + st.read_by_api.HeapBytes();
+  for (const Histogram* h : {&st.write_size, &st.write_iovcnt, &st.write_ticks, &st.gap_ticks, &st.burst_writes,
+                             &st.burst_bytes, &st.turn_ticks, &st.sent_to_reply_ticks, &st.read_size}) {
+    heap += h->HeapBytes();
+  }
+  return heap;
+}
+
+// bench/memory_per_connection.py's varied workload, as the server sees it:
+// 20 turns whose request (16 B-2 KiB) and reply (64 B-16 KiB) sizes and
+// times all differ, so five histograms hold 20 buckets each. Entry and
+// tables (as asked of the heap) stay under 2 KB.
+TEST(SocketStateTest, AVariedConnectionStaysUnderTwoKilobytes) {
+  SocketState s;
+  uint64_t x = 12345;
+  auto uniform = [&x]() {  // xorshift: the same sizes every run
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return static_cast<double>(x % 1000000) / 1e6;
+  };
+  for (uint64_t round = 0; round < 20; ++round) {
+    const auto request = static_cast<int64_t>(16 * std::pow(128.0, uniform()));
+    const auto reply = static_cast<int64_t>(64 * std::pow(256.0, uniform()));
+    s.OnRead(ReadApi::kRead, request, 0, false);
+    s.OnRead(ReadApi::kRead, -1, EAGAIN, false);
+    const uint64_t start = ReadTicks() - (20000 + round * 977);
+    s.OnWrite(WriteApi::kWrite, reply, 0, kScalarWrite, start, round % 16 == 0 ? 3000 : 0);
+  }
+  EXPECT_EQ(s.stats.read_size.count(), 20u);
+  EXPECT_GT(HeapOf(s.stats), 0u);
+  EXPECT_LE(sizeof(SocketState) + HeapOf(s.stats), 2048u) << HeapOf(s.stats);
+}
+
+TEST(SocketStateTest, CallsByApiAreExactPastTheInlineApiAndMerge) {
+  SocketState a, group;
+  for (int i = 0; i < 5; ++i) a.OnWrite(WriteApi::kWritev, 10, 0, 2, 0, 0);
+  a.OnWrite(WriteApi::kSendfile, 100, 0, kScalarWrite, 0, 0);
+  a.OnWrite(WriteApi::kWrite, 10, 0, kScalarWrite, 0, 0);
+  a.OnRead(ReadApi::kRecv, 10, 0, false);
+  EXPECT_EQ(a.stats.write_by_api.Get(static_cast<int>(WriteApi::kWritev)), 5u);
+  EXPECT_EQ(a.stats.write_by_api.Get(static_cast<int>(WriteApi::kSendfile)), 1u);
+  EXPECT_EQ(a.stats.write_by_api.Get(static_cast<int>(WriteApi::kWrite)), 1u);
+  EXPECT_EQ(a.stats.write_by_api.Total(), a.stats.write_calls.Get());
+  EXPECT_EQ(a.stats.read_by_api.Get(static_cast<int>(ReadApi::kRecv)), 1u);
+  group.stats.MergeFrom(a.stats);
+  group.stats.MergeFrom(a.stats);
+  EXPECT_EQ(group.stats.write_by_api.Get(static_cast<int>(WriteApi::kWritev)), 10u);
+  EXPECT_EQ(group.stats.write_by_api.Total(), 14u);
+  EXPECT_EQ(group.stats.read_by_api.Total(), 2u);
+}
+
+// Only an entry a policy rule matched carries policy counters; a group
+// takes them in from its sockets, and a reset zeroes but keeps them.
+TEST(SocketStateTest, PolicyCountersComeWithTheFirstSocketThatHasThem) {
+  SocketState plain, ruled, group;
+  ASSERT_NE(ruled.stats.MakePolicyCounters(), nullptr);
+  EXPECT_EQ(ruled.stats.MakePolicyCounters(), ruled.stats.policy_counters());  // allocated once
+  ruled.stats.policy_counters()->corks.Add(3);
+  ruled.stats.policy_counters()->deferred_errors.Add(EPIPE, 1);
+  group.stats.MergeFrom(plain.stats);
+  EXPECT_EQ(group.stats.policy_counters(), nullptr);
+  group.stats.MergeFrom(ruled.stats);
+  group.stats.MergeFrom(ruled.stats);
+  ASSERT_NE(group.stats.policy_counters(), nullptr);
+  EXPECT_EQ(group.stats.policy_counters()->corks.Get(), 6u);
+  EXPECT_EQ(group.stats.policy_counters()->deferred_errors.Get(EPIPE), 2u);
+  PolicyCounters* kept = group.stats.policy_counters();
+  group.stats.Reset();
+  EXPECT_EQ(group.stats.policy_counters(), kept);
+  EXPECT_EQ(kept->corks.Get(), 0u);
 }
 
 }  // namespace

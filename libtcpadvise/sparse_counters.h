@@ -3,7 +3,10 @@
 // it might. The socket statistics keep their histogram buckets and their
 // errno counts in them.
 //
-//   1. inline: a handful of (key, 64-bit count) pairs inside the object;
+//   1. inline: a handful of (key, count) pairs inside the object, each one
+//      64-bit word (the key's tag in the top 16 bits, a 48-bit count below)
+//      so that a pair costs 8 bytes and a reader loads tag and count at once;
+//      a count about to pass 2^48 is promoted like a table count (below);
 //   2. tables: small open-addressed tables of (key, 32-bit count) from the
 //      private heap, 8 slots, then 16, 32, 64 and 128 (a level is added when
 //      a key finds no free slot within kProbes of its home in the levels
@@ -60,17 +63,23 @@ class SparseCounters {
   SparseCounters(const SparseCounters&) = delete;
   SparseCounters& operator=(const SparseCounters&) = delete;
 
+  // kPairCountBits: an inline pair's count is the low 48 bits of its word.
+  static constexpr int kPairCountBits = 48;
+  static constexpr uint64_t kPairCountMask = (uint64_t{1} << kPairCountBits) - 1;
+
   // SparseCounters::Add counts n at key (0 <= key < kKeys). The inline scan is
   // the fast path; the tables and chunks are out of line.
   [[gnu::always_inline]] void Add(int key, uint64_t n) {
-    const uint16_t tag = static_cast<uint16_t>(key + 1);
+    const uint64_t tag = static_cast<uint64_t>(key + 1);
     for (int i = 0; i < kInline; ++i) {
-      const uint16_t t = tags_[i].load(std::memory_order_relaxed);
-      if (t == tag) {
-        counts_[i].Add(n);
+      const uint64_t pair = pairs_[i].load(std::memory_order_relaxed);
+      if ((pair >> kPairCountBits) == tag) {
+        // A count about to pass 48 bits goes on in the tiers beyond.
+        if (__builtin_expect(n > kPairCountMask - (pair & kPairCountMask), 0)) return AddSlow(key, n);
+        pairs_[i].store(pair + n, std::memory_order_relaxed);
         return;
       }
-      if (t == 0) return AddSlow(key, n);
+      if (pair == 0) return AddSlow(key, n);
     }
     AddBeyondInline(key, n);
   }
@@ -172,8 +181,8 @@ class SparseCounters {
   // its chunk: no room, or its count would overflow.
   bool AddToTables(int key, uint64_t n, bool may_allocate);
 
-  std::atomic<uint16_t> tags_[kInline] = {};  // key + 1; 0 marks a free slot
-  Counter counts_[kInline];
+  // pairs_: (key + 1) << kPairCountBits | count; 0 marks a free slot.
+  std::atomic<uint64_t> pairs_[kInline] = {};
   std::atomic<Table*> tables_{nullptr};  // level 0
   Counter lost_;
 };
@@ -255,14 +264,21 @@ bool SparseCounters<kInline, kKeys>::AddToTables(int key, uint64_t n, bool may_a
 
 template <int kInline, int kKeys>
 void SparseCounters<kInline, kKeys>::AddAt(int key, uint64_t n, bool may_allocate) {
-  const uint16_t tag = static_cast<uint16_t>(key + 1);
+  const uint64_t tag = static_cast<uint64_t>(key + 1);
   for (int i = 0; i < kInline; ++i) {
-    uint16_t t = tags_[i].load(std::memory_order_acquire);
-    // Claim the free slot; a racing writer may have claimed it first.
-    if (t == 0 && tags_[i].compare_exchange_strong(t, tag, std::memory_order_acq_rel)) t = tag;
-    if (t == tag) {
-      counts_[i].Add(n);
+    uint64_t pair = pairs_[i].load(std::memory_order_acquire);
+    // Claim the free slot with the count; a racing writer may have claimed
+    // it first.
+    if (pair == 0 && n <= kPairCountMask &&
+        pairs_[i].compare_exchange_strong(pair, tag << kPairCountBits | n, std::memory_order_acq_rel)) {
       return;
+    }
+    if ((pair >> kPairCountBits) == tag) {
+      if (n <= kPairCountMask - (pair & kPairCountMask)) {
+        pairs_[i].store(pair + n, std::memory_order_relaxed);
+        return;
+      }
+      break;  // about to pass 48 bits: promoted to the tables, then its chunk
     }
   }
   // A key counted in its chunk (no room in the tables) stays there.
@@ -297,7 +313,8 @@ uint64_t SparseCounters<kInline, kKeys>::Get(int key) const {
   const uint16_t tag = static_cast<uint16_t>(key + 1);
   uint64_t n = 0;
   for (int i = 0; i < kInline; ++i) {
-    if (tags_[i].load(std::memory_order_acquire) == tag) n += counts_[i].Get();
+    const uint64_t pair = pairs_[i].load(std::memory_order_acquire);
+    if ((pair >> kPairCountBits) == tag) n += pair & kPairCountMask;
   }
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
@@ -316,7 +333,7 @@ uint64_t SparseCounters<kInline, kKeys>::Get(int key) const {
 template <int kInline, int kKeys>
 uint64_t SparseCounters<kInline, kKeys>::Total() const {
   uint64_t n = lost_.Get();
-  for (int i = 0; i < kInline; ++i) n += counts_[i].Get();
+  for (int i = 0; i < kInline; ++i) n += pairs_[i].load(std::memory_order_relaxed) & kPairCountMask;
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
   for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
@@ -338,10 +355,7 @@ void SparseCounters<kInline, kKeys>::MergeFrom(const SparseCounters& other) {
 
 template <int kInline, int kKeys>
 void SparseCounters<kInline, kKeys>::Reset() {
-  for (int i = 0; i < kInline; ++i) {
-    counts_[i].Set(0);
-    tags_[i].store(0, std::memory_order_release);
-  }
+  for (int i = 0; i < kInline; ++i) pairs_[i].store(0, std::memory_order_release);
   lost_.Set(0);
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
@@ -403,9 +417,9 @@ void SparseCounters<kInline, kKeys>::ForEach(Fn fn) const {
   Pair pairs[kInline + kTableSlots];
   int n = 0;
   for (int i = 0; i < kInline; ++i) {
-    const uint16_t tag = tags_[i].load(std::memory_order_acquire);
-    const uint64_t c = counts_[i].Get();
-    if (tag != 0 && c != 0) pairs[n++] = {tag - 1, c};
+    const uint64_t pair = pairs_[i].load(std::memory_order_acquire);
+    const uint64_t c = pair & kPairCountMask;
+    if (c != 0) pairs[n++] = {static_cast<int>(pair >> kPairCountBits) - 1, c};
   }
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
