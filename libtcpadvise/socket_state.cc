@@ -68,7 +68,33 @@ void PolicyCounters::Reset() {
   deferred_errors.Reset();
 }
 
+void SocketStats::SetSentToReplyApart() {
+  sent_to_reply_ticks.MergeBucketsFrom(turn_ticks);
+  buckets_apart.fetch_or(kSentToReplyApart, std::memory_order_release);
+}
+
+void SocketStats::SetBurstBytesApart() {
+  const int open = burst_open_writes.Get() != 0 ? HistogramBucketOf(burst_open_bytes.Get()) : -1;
+  burst_bytes.MergeBucketsFrom(write_size, open);
+  buckets_apart.fetch_or(kBurstBytesApart, std::memory_order_release);
+}
+
+void SocketStats::MergeBorrowing(uint8_t bit, Histogram* h, const Histogram& other_h, const Histogram& other_buckets,
+                                 int other_except) {
+  const bool other_apart = &other_buckets == &other_h;
+  h->MergeBoundsFrom(other_h);
+  if (!(buckets_apart.load(std::memory_order_relaxed) & bit)) {
+    if (!other_apart && other_except < 0) return;  // both borrow: the lenders' merge brings the buckets
+    bit == kSentToReplyApart ? SetSentToReplyApart() : SetBurstBytesApart();
+  }
+  h->MergeBucketsFrom(other_buckets, other_apart ? -1 : other_except);
+}
+
 void SocketStats::MergeFrom(const SocketStats& o) {
+  // The borrowing histograms first, while their lenders hold this side's values only.
+  MergeBorrowing(kSentToReplyApart, &sent_to_reply_ticks, o.sent_to_reply_ticks, o.SentToReplyBuckets(), -1);
+  MergeBorrowing(kBurstBytesApart, &burst_bytes, o.burst_bytes, o.BurstBytesBuckets(),
+                 o.burst_open_writes.Get() != 0 ? HistogramBucketOf(o.burst_open_bytes.Get()) : -1);
   write_calls.Add(o.write_calls.Get());
   write_bytes.Add(o.write_bytes.Get());
   read_calls.Add(o.read_calls.Get());
@@ -79,9 +105,7 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   write_ticks.MergeFrom(o.write_ticks);
   gap_ticks.MergeFrom(o.gap_ticks);
   burst_writes.MergeFrom(o.burst_writes);
-  burst_bytes.MergeFrom(o.burst_bytes);
   turn_ticks.MergeFrom(o.turn_ticks);
-  sent_to_reply_ticks.MergeFrom(o.sent_to_reply_ticks);
   read_by_api.MergeFrom(o.read_by_api);
   read_eof.Add(o.read_eof.Get());
   partial_writes.Add(o.partial_writes.Get());
@@ -130,6 +154,7 @@ void SocketStats::Reset() {
   burst_bytes.Reset();
   turn_ticks.Reset();
   sent_to_reply_ticks.Reset();
+  buckets_apart.store(0, std::memory_order_release);
   read_by_api.Reset();
   read_eof.Set(0);
   partial_writes.Set(0);

@@ -119,7 +119,15 @@ struct alignas(64) SocketStats {
   // once the reply has come, so that it also says a turn is open.
   Counter last_write_start;
 
-  // The histograms, one cache line each (histogram.h).
+  // The histograms, one cache line each (histogram.h). Two of them borrow
+  // another's buckets for as long as they would hold the same ones:
+  // burst_bytes write_size's while every burst is one write, and
+  // sent_to_reply_ticks turn_ticks' while every turn's bytes left with its
+  // only write (no policy held them). Their own sum, min and max are always
+  // kept; a connection that talks in single-write turns, most do, pays for
+  // the buckets once. The first burst or turn that differs copies the
+  // lender's buckets (buckets_apart). Read them through BurstBytesBuckets
+  // and SentToReplyBuckets.
   BytesHistogram write_size;
   // Only vector calls (writev, sendmsg, sendmmsg) are recorded here; a scalar
   // write's single buffer is added when the trace is written.
@@ -140,16 +148,41 @@ struct alignas(64) SocketStats {
   // while last_write_start says a turn is open. It shares write_by_api's
   // line, which every write touches anyway.
   Counter turn_start;
-  Counter read_eof;
   // Writes that returned less than they were asked to send, and writes the
   // kernel refused with EAGAIN: with the sampled write times, the shim's own
   // evidence of a full send buffer (on loopback the kernel's sndbuf-limited
   // time stays 0).
   Counter partial_writes;
   Counter write_eagain;
-  WriteApiCounts write_by_api;
+  // buckets_apart has a k*Apart bit set for each borrowing histogram that
+  // holds its own buckets; 0 after a reset. It shares its line with the
+  // per-API counts that every call touches.
+  static constexpr uint8_t kSentToReplyApart = 1;
+  static constexpr uint8_t kBurstBytesApart = 2;
+  std::atomic<uint8_t> buckets_apart{0};
   ReadApiCounts read_by_api;
+  WriteApiCounts write_by_api;
+  Counter read_eof;
   ErrnoCounts errors;
+
+  // SocketStats::SentToReplyBuckets is the histogram that holds
+  // sent_to_reply_ticks' buckets: its own, or turn_ticks.
+  const Histogram& SentToReplyBuckets() const {
+    return buckets_apart.load(std::memory_order_acquire) & kSentToReplyApart ? sent_to_reply_ticks : turn_ticks;
+  }
+  // SocketStats::BurstBytesBuckets is the histogram that holds burst_bytes'
+  // buckets: its own, or write_size, which also holds the open burst's
+  // (single) write.
+  const Histogram& BurstBytesBuckets() const {
+    return buckets_apart.load(std::memory_order_acquire) & kBurstBytesApart ? burst_bytes : write_size;
+  }
+  // SocketStats::SetSentToReplyApart gives sent_to_reply_ticks its own
+  // buckets, a copy of turn_ticks'; before a turn that differs is recorded.
+  [[gnu::cold, gnu::noinline]] void SetSentToReplyApart();
+  // SocketStats::SetBurstBytesApart gives burst_bytes its own buckets, a copy
+  // of write_size's but the open burst's first write; before the burst's
+  // second write is recorded.
+  [[gnu::cold, gnu::noinline]] void SetBurstBytesApart();
 
   // SocketStats::policy_counters are what policies did, nullptr until a
   // policy rule matched the entry (or a group took in a socket's): most
@@ -169,6 +202,13 @@ struct alignas(64) SocketStats {
   bool Active() const { return write_calls.Get() != 0 || read_calls.Get() != 0; }
 
  private:
+  // MergeBorrowing merges other_h (whose buckets are other_buckets, one less
+  // in bucket other_except) into h, the histogram that bit says apart: it
+  // keeps borrowing when both borrow alike, else it takes its own buckets
+  // first. Called before the lenders merge.
+  void MergeBorrowing(uint8_t bit, Histogram* h, const Histogram& other_h, const Histogram& other_buckets,
+                      int other_except);
+
   std::atomic<PolicyCounters*> policy_counters_{nullptr};
 };
 
@@ -271,9 +311,14 @@ struct SocketState {
       return;
     }
     stats.write_bytes.Add(static_cast<uint64_t>(result));
+    const uint64_t burst_writes = stats.burst_open_writes.Get() + 1;
+    // A burst's second write: burst sizes no longer match write sizes.
+    if (__builtin_expect(burst_writes == 2, 0) &&
+        !(stats.buckets_apart.load(std::memory_order_relaxed) & SocketStats::kBurstBytesApart)) {
+      stats.SetBurstBytesApart();
+    }
     stats.write_size.Record(static_cast<uint64_t>(result));
     if (iovcnt != kScalarWrite) stats.write_iovcnt.Record(iovcnt);
-    const uint64_t burst_writes = stats.burst_open_writes.Get() + 1;
     stats.burst_open_writes.Set(burst_writes);
     stats.burst_open_bytes.Add(static_cast<uint64_t>(result));
     if (start == 0) return;
@@ -312,9 +357,19 @@ struct SocketState {
   // sent is its last_write_start.
   void CloseTurn(uint64_t sent) {
     const uint64_t now = ReadTicks();
+    const uint64_t start = stats.turn_start.Get();
     stats.last_write_start.Set(0);
-    stats.turn_ticks.Record(now - stats.turn_start.Get());
-    stats.sent_to_reply_ticks.Record(now - sent);
+    bool apart = stats.buckets_apart.load(std::memory_order_relaxed) & SocketStats::kSentToReplyApart;
+    if (__builtin_expect(sent != start && !apart, 0)) {
+      stats.SetSentToReplyApart();
+      apart = true;
+    }
+    stats.turn_ticks.Record(now - start);
+    if (apart) {
+      stats.sent_to_reply_ticks.Record(now - sent);
+    } else {
+      stats.sent_to_reply_ticks.RecordBounds(now - sent);  // the same value: turn_ticks holds its bucket
+    }
   }
 
   // SocketState::CloseBurst records the open burst, if any, and starts anew.
@@ -322,7 +377,11 @@ struct SocketState {
   // from every read hook: about 7 ns more a write and read (bench/compare_builds.py).
   [[gnu::always_inline]] void CloseBurst() {
     stats.burst_writes.Record(stats.burst_open_writes.Get());
-    stats.burst_bytes.Record(stats.burst_open_bytes.Get());
+    if (stats.buckets_apart.load(std::memory_order_relaxed) & SocketStats::kBurstBytesApart) {
+      stats.burst_bytes.Record(stats.burst_open_bytes.Get());
+    } else {
+      stats.burst_bytes.RecordBounds(stats.burst_open_bytes.Get());  // one write: write_size holds its bucket
+    }
     stats.burst_open_writes.Set(0);
     stats.burst_open_bytes.Set(0);
   }

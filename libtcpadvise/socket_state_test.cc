@@ -4,6 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+
+#include "json_writer.h"
 
 namespace tcpadvise {
 namespace {
@@ -233,6 +238,184 @@ TEST(SocketStateTest, PolicyCountersComeWithTheFirstSocketThatHasThem) {
   group.stats.Reset();
   EXPECT_EQ(group.stats.policy_counters(), kept);
   EXPECT_EQ(kept->corks.Get(), 0u);
+}
+
+
+// Reference keeps, for one socket or group, the histograms a borrowing
+// one must read as: burst sizes, sent-to-reply times, as recorded directly.
+struct Reference {
+  Histogram burst_bytes;
+  Histogram sent_to_reply;
+  uint64_t open_writes = 0;
+  uint64_t open_bytes = 0;
+};
+
+std::string Json(const std::function<void(JsonWriter*)>& emit) {
+  JsonWriter w;
+  w.BeginObject();
+  emit(&w);
+  w.EndObject();
+  return std::string(w.data(), w.size());
+}
+
+// BurstBytesJson writes burst_bytes as the trace writer does (a live
+// socket's open burst counts as one more).
+std::string BurstBytesJson(const SocketStats& st) {
+  const uint64_t open_burst = st.burst_open_writes.Get() != 0 ? 1 : 0;
+  return Json([&](JsonWriter* w) {
+    if (&st.BurstBytesBuckets() == &st.burst_bytes) {
+      EmitHistogram(w, "b", "bytes", st.burst_bytes, 1.0, open_burst, st.burst_open_bytes.Get());
+    } else {
+      EmitHistogramOver(w, "b", "bytes", st.burst_bytes, st.BurstBytesBuckets(), 1.0, open_burst,
+                        st.burst_open_bytes.Get());
+    }
+  });
+}
+
+std::string ReferenceBurstBytesJson(const Reference& r) {
+  return Json([&](JsonWriter* w) {
+    EmitHistogram(w, "b", "bytes", r.burst_bytes, 1.0, r.open_writes != 0 ? 1 : 0, r.open_bytes);
+  });
+}
+
+std::string SentToReplyJson(const SocketStats& st) {
+  return Json([&](JsonWriter* w) {
+    EmitHistogramOver(w, "s", "ns", st.sent_to_reply_ticks, st.SentToReplyBuckets());
+  });
+}
+
+std::string ReferenceSentToReplyJson(const Reference& r) {
+  return Json([&](JsonWriter* w) { EmitHistogram(w, "s", "ns", r.sent_to_reply); });
+}
+
+// Drive runs turns of bursts on s: every burst has one write with
+// probability single (else 2 or 3), a turn one or two bursts, and a policy releases a turn's bytes
+// (MarkSent) with probability marked. The sent-to-reply time a turn
+// records is its turn time (read from turn_ticks' exact sum) less the time
+// from the turn's start to its release.
+void Drive(SocketState* s, Reference* r, std::mt19937_64* rng, int turns, double single, double marked,
+           bool leave_open) {
+  std::uniform_real_distribution<double> p(0, 1);
+  std::uniform_int_distribution<int> size_log(4, 14);
+  for (int turn = 0; turn < turns; ++turn) {
+    const uint64_t base = ReadTicks() - 1000000;
+    uint64_t offset = 0;
+    // A turn of several bursts when bursts of several writes come too: with
+    // single = 1, every turn is one write.
+    const int bursts = single == 1.0 || p(*rng) < 0.7 ? 1 : 2;
+    for (int b = 0; b < bursts; ++b) {
+      const int writes = p(*rng) < single ? 1 : 2 + (p(*rng) < 0.5);
+      uint64_t bytes = 0;
+      for (int i = 0; i < writes; ++i) {
+        const auto n = static_cast<int64_t>((*rng)() % (uint64_t{1} << size_log(*rng)));
+        offset += 1 + (*rng)() % 5000;
+        s->OnWrite(WriteApi::kWrite, n, 0, kScalarWrite, base + offset, 0);
+        bytes += static_cast<uint64_t>(n);
+      }
+      if (b + 1 < bursts) {
+        s->OnRead(ReadApi::kRead, -1, EAGAIN, false);  // ends the burst, not the turn
+        r->burst_bytes.Record(bytes);
+      } else {
+        r->open_writes = static_cast<uint64_t>(writes);
+        r->open_bytes = bytes;
+      }
+    }
+    if (p(*rng) < marked) s->MarkSent(base + offset + 1 + (*rng)() % 3000);
+    if (leave_open && turn + 1 == turns) return;
+    const uint64_t start = s->stats.turn_start.Get(), sent = s->stats.last_write_start.Get();
+    const uint64_t turn_sum = s->stats.turn_ticks.Summary().sum;
+    s->OnRead(ReadApi::kRead, 100, 0, false);
+    r->burst_bytes.Record(r->open_bytes);
+    r->open_writes = r->open_bytes = 0;
+    r->sent_to_reply.Record(s->stats.turn_ticks.Summary().sum - turn_sum - (sent - start));
+  }
+}
+
+// Whatever a socket's bursts and turns, burst_bytes and
+// sent_to_reply_ticks read exactly as if recorded on their own, whether
+// they borrow their lender's buckets, took their own, or took them halfway.
+TEST(SocketStateTest, BorrowedBucketsReadExactlyAsTheirOwn) {
+  std::mt19937_64 rng(7);
+  for (double single : {1.0, 0.97, 0.5, 0.0}) {
+    for (double marked : {0.0, 0.03, 0.5}) {
+      for (bool leave_open : {false, true}) {
+        SocketState s;
+        Reference r;
+        Drive(&s, &r, &rng, 60, single, marked, leave_open);
+        ASSERT_EQ(BurstBytesJson(s.stats), ReferenceBurstBytesJson(r)) << single << " " << marked;
+        ASSERT_EQ(SentToReplyJson(s.stats), ReferenceSentToReplyJson(r)) << single << " " << marked;
+        const bool bursts_apart = &s.stats.BurstBytesBuckets() == &s.stats.burst_bytes;
+        const bool sent_apart = &s.stats.SentToReplyBuckets() == &s.stats.sent_to_reply_ticks;
+        // All single-write bursts: one set of buckets; none: two.
+        if (single == 1.0) {
+          EXPECT_FALSE(bursts_apart);
+          EXPECT_EQ(s.stats.burst_bytes.HeapBytes(), 0u);
+        }
+        if (single == 0.0) {
+          EXPECT_TRUE(bursts_apart);
+        }
+        if (single == 1.0 && marked == 0.0) {
+          EXPECT_FALSE(sent_apart);
+          EXPECT_EQ(s.stats.sent_to_reply_ticks.HeapBytes(), 0u);
+        }
+        if (single < 1.0 || marked > 0.0) {
+          EXPECT_TRUE(bursts_apart || sent_apart);
+        }
+      }
+    }
+  }
+}
+
+// A group reads exactly whichever way its sockets' histograms were kept,
+// in any order of merging; a reset makes them borrow again.
+TEST(SocketStateTest, GroupsMergeBorrowedAndOwnBucketsExactly) {
+  std::mt19937_64 rng(11);
+  const std::pair<double, double> kinds[] = {{1.0, 0.0}, {0.5, 0.0}, {1.0, 0.5}, {0.3, 0.3}};
+  for (int order = 0; order < 4; ++order) {
+    SocketState group;
+    Reference reference;
+    for (int i = 0; i < 4; ++i) {
+      const auto [single, marked] = kinds[(i + order) % 4];
+      SocketState s;
+      Reference r;
+      Drive(&s, &r, &rng, 30, single, marked, /*leave_open=*/false);
+      group.stats.MergeFrom(s.stats);
+      reference.burst_bytes.MergeFrom(r.burst_bytes);
+      reference.sent_to_reply.MergeFrom(r.sent_to_reply);
+      ASSERT_EQ(BurstBytesJson(group.stats), ReferenceBurstBytesJson(reference)) << order << " " << i;
+      ASSERT_EQ(SentToReplyJson(group.stats), ReferenceSentToReplyJson(reference)) << order << " " << i;
+    }
+  }
+  SocketState a, b, group;
+  Reference ra, rb, reference;
+  Drive(&a, &ra, &rng, 20, 1.0, 0.0, false);
+  Drive(&b, &rb, &rng, 20, 1.0, 0.0, false);
+  group.stats.MergeFrom(a.stats);
+  group.stats.MergeFrom(b.stats);
+  EXPECT_EQ(&group.stats.BurstBytesBuckets(), &group.stats.write_size);  // both borrow: the group too
+  EXPECT_EQ(&group.stats.SentToReplyBuckets(), &group.stats.turn_ticks);
+  reference.burst_bytes.MergeFrom(ra.burst_bytes);
+  reference.burst_bytes.MergeFrom(rb.burst_bytes);
+  EXPECT_EQ(BurstBytesJson(group.stats), ReferenceBurstBytesJson(reference));
+  Drive(&a, &ra, &rng, 5, 0.0, 1.0, false);
+  EXPECT_EQ(&a.stats.BurstBytesBuckets(), &a.stats.burst_bytes);
+  a.stats.Reset();
+  EXPECT_EQ(&a.stats.BurstBytesBuckets(), &a.stats.write_size);
+  EXPECT_EQ(&a.stats.SentToReplyBuckets(), &a.stats.turn_ticks);
+}
+
+// A live socket's open single-write burst is in write_size but not yet a
+// burst: a group taking it in leaves it out of the burst sizes.
+TEST(SocketStateTest, MergingASocketWithAnOpenBurstLeavesItOut) {
+  SocketState s, group;
+  s.OnWrite(WriteApi::kWrite, 100, 0, kScalarWrite, 0, 0);
+  s.OnRead(ReadApi::kRead, -1, EAGAIN, false);
+  s.OnWrite(WriteApi::kWrite, 7, 0, kScalarWrite, 0, 0);  // open
+  group.stats.MergeFrom(s.stats);
+  Reference reference;
+  reference.burst_bytes.Record(100);
+  EXPECT_EQ(BurstBytesJson(group.stats), ReferenceBurstBytesJson(reference));
+  EXPECT_EQ(group.stats.write_size.count(), 2u);
 }
 
 }  // namespace

@@ -84,6 +84,13 @@ class SparseCounters {
     AddBeyondInline(key, n);
   }
 
+  // SparseCounters::AddOutOfLine counts n at key without the inline fast
+  // path: for merges.
+  void AddOutOfLine(int key, uint64_t n) { AddSlow(key, n); }
+
+  // SparseCounters::AddLost counts n that have no key (merged from another's lost).
+  void AddLost(uint64_t n) { lost_.Add(n); }
+
   // SparseCounters::Get returns the count at key.
   uint64_t Get(int key) const;
 

@@ -329,7 +329,11 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("open");
   w->Bool(open_burst != 0);
   EmitHistogram(w, "writes", "count", st.burst_writes, 1.0, open_burst, open_writes);
-  EmitHistogram(w, "bytes", "bytes", st.burst_bytes, 1.0, open_burst, st.burst_open_bytes.Get());
+  if (const Histogram& burst_buckets = st.BurstBytesBuckets(); &burst_buckets == &st.burst_bytes) {
+    EmitHistogram(w, "bytes", "bytes", st.burst_bytes, 1.0, open_burst, st.burst_open_bytes.Get());
+  } else {  // write_size's buckets, which hold the open burst's one write
+    EmitHistogramOver(w, "bytes", "bytes", st.burst_bytes, burst_buckets, 1.0, open_burst, st.burst_open_bytes.Get());
+  }
   w->EndObject();
 
   w->Key("turns");
@@ -337,7 +341,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("count");
   w->Uint(st.turn_ticks.count());
   EmitHistogram(w, "ns", "ns", st.turn_ticks, ns_per_tick);
-  EmitHistogram(w, "sent_to_reply_ns", "ns", st.sent_to_reply_ticks, ns_per_tick);
+  EmitHistogramOver(w, "sent_to_reply_ns", "ns", st.sent_to_reply_ticks, st.SentToReplyBuckets(), ns_per_tick);
   w->EndObject();
 
   w->Key("reads");
