@@ -9,6 +9,7 @@
 #include <string>
 
 #include "json_writer.h"
+#include "private_alloc_testing.h"
 
 namespace tcpadvise {
 namespace {
@@ -240,6 +241,23 @@ TEST(SocketStateTest, PolicyCountersComeWithTheFirstSocketThatHasThem) {
   EXPECT_EQ(kept->corks.Get(), 0u);
 }
 
+
+// Out of memory, no policy counters: a group that cannot get them leaves
+// a socket's out and reports none; it gets them once memory is back.
+TEST(SocketStateTest, PolicyCountersFailOpenWithoutMemory) {
+  SocketState ruled, group;
+  ASSERT_NE(ruled.stats.MakePolicyCounters(), nullptr);
+  ruled.stats.policy_counters()->corks.Add(2);
+  PrivateAllocFailAfter(0);
+  EXPECT_EQ(SocketState().stats.MakePolicyCounters(), nullptr);
+  group.stats.MergeFrom(ruled.stats);
+  PrivateAllocFailAfter(-1);
+  EXPECT_EQ(group.stats.policy_counters(), nullptr);
+  EXPECT_EQ(group.stats.write_calls.Get(), 0u);
+  group.stats.MergeFrom(ruled.stats);
+  ASSERT_NE(group.stats.policy_counters(), nullptr);
+  EXPECT_EQ(group.stats.policy_counters()->corks.Get(), 2u);
+}
 
 // Reference keeps, for one socket or group, the histograms a borrowing
 // one must read as: burst sizes, sent-to-reply times, as recorded directly.

@@ -1,12 +1,13 @@
 // SparseCounters: a fixed range of counters of which most instances use a
 // few, in three tiers so that an open connection costs what it uses, not what
-// it might. The socket statistics keep their histogram buckets and their
-// errno counts in them.
+// it might. The socket statistics keep their histogram buckets, their calls
+// by API and their errno counts in them.
 //
 //   1. inline: a handful of (key, count) pairs inside the object, each one
 //      64-bit word (the key's tag in the top 16 bits, a 48-bit count below)
 //      so that a pair costs 8 bytes and a reader loads tag and count at once;
-//      a count about to pass 2^48 is promoted like a table count (below);
+//      a count about to pass 2^48 goes on in a table slot of its key, then
+//      its chunk (a reader sums them all);
 //   2. tables: small open-addressed tables of (key, 32-bit count) from the
 //      private heap, 8 slots, then 16, 32, 64 and 128 (a level is added when
 //      a key finds no free slot within kProbes of its home in the levels
@@ -415,8 +416,9 @@ template <int kInline, int kKeys>
 template <typename Fn>
 void SparseCounters<kInline, kKeys>::ForEach(Fn fn) const {
   // The inline and table pairs (at most kInline + kTableSlots), sorted by
-  // key; a key lives in one of them, but two racing writers may have put it
-  // in two: one entry, both counts. The chunks are dense, in key order.
+  // key; a key lives in one of them, but an inline count promoted past 48
+  // bits, or two racing writers, may have put it in two: one entry, both
+  // counts. The chunks are dense, in key order.
   struct Pair {
     int key;
     uint64_t count;
