@@ -9,9 +9,11 @@ size (VmRSS) is read then. Workloads (--workloads):
   busy    20 such rounds: the turn times spread over tens of buckets;
   varied  20 rounds whose requests (16 B-2 KiB) and replies (64 B-16 KiB)
           vary, log-uniform: the size histograms spread too. The same run is made without the shim and under it (and under any
-other shim given with --compare, e.g. an older build); the clients never run
-under a shim. Per connection = (RSS under the shim - RSS without) / N, summed
-over the server processes.
+other shim given with --compare, e.g. an older build), the arms interleaved
+run by run; the clients never run under a shim. Per connection = (RSS under
+the shim - RSS without) / N, summed over the server processes; each figure
+is the median of --runs runs, with the lowest and highest run's marginal
+figure beside it.
 
 RLIMIT_NOFILE caps the fds of one process (its hard limit is 20000 on this
 project's machines and cannot be raised there), so a count above
