@@ -4,8 +4,9 @@
 // by API and their errno counts in them.
 //
 //   1. inline: a handful of (key, count) pairs inside the object, each one
-//      64-bit word (the key's tag in the top 16 bits, a 48-bit count below)
-//      so that a pair costs 8 bytes and a reader loads tag and count at once;
+//      64-bit word (a 48-bit count above the key's 16-bit tag) so that a
+//      pair costs 8 bytes, a reader loads tag and count at once, and an add
+//      that would pass 48 bits shows as the add's carry;
 //      a count about to pass 2^48 goes on in a table slot of its key, then
 //      its chunk (a reader sums them all);
 //   2. tables: small open-addressed tables of (key, 32-bit count) from the
@@ -64,9 +65,13 @@ class SparseCounters {
   SparseCounters(const SparseCounters&) = delete;
   SparseCounters& operator=(const SparseCounters&) = delete;
 
-  // kPairCountBits: an inline pair's count is the low 48 bits of its word.
+  // kPairCountBits: an inline pair's count is the top 48 bits of its word,
+  // its tag the low 16.
   static constexpr int kPairCountBits = 48;
-  static constexpr uint64_t kPairCountMask = (uint64_t{1} << kPairCountBits) - 1;
+  static constexpr int kPairTagBits = 64 - kPairCountBits;
+  static constexpr uint64_t kPairMaxCount = (uint64_t{1} << kPairCountBits) - 1;
+  static uint64_t TagOf(uint64_t pair) { return pair & 0xffff; }
+  static uint64_t CountOf(uint64_t pair) { return pair >> kPairTagBits; }
 
   // SparseCounters::Add counts n at key (0 <= key < kKeys). The inline scan is
   // the fast path; the tables and chunks are out of line.
@@ -74,10 +79,13 @@ class SparseCounters {
     const uint64_t tag = static_cast<uint64_t>(key + 1);
     for (int i = 0; i < kInline; ++i) {
       const uint64_t pair = pairs_[i].load(std::memory_order_relaxed);
-      if ((pair >> kPairCountBits) == tag) {
+      if (TagOf(pair) == tag) {
         // A count about to pass 48 bits goes on in the tiers beyond.
-        if (__builtin_expect(n > kPairCountMask - (pair & kPairCountMask), 0)) return AddSlow(key, n);
-        pairs_[i].store(pair + n, std::memory_order_relaxed);
+        uint64_t sum;
+        if (__builtin_expect(n > kPairMaxCount || __builtin_add_overflow(pair, n << kPairTagBits, &sum), 0)) {
+          return AddSlow(key, n);
+        }
+        pairs_[i].store(sum, std::memory_order_relaxed);
         return;
       }
       if (pair == 0) return AddSlow(key, n);
@@ -189,7 +197,7 @@ class SparseCounters {
   // its chunk: no room, or its count would overflow.
   bool AddToTables(int key, uint64_t n, bool may_allocate);
 
-  // pairs_: (key + 1) << kPairCountBits | count; 0 marks a free slot.
+  // pairs_: count << kPairTagBits | (key + 1); 0 marks a free slot.
   std::atomic<uint64_t> pairs_[kInline] = {};
   std::atomic<Table*> tables_{nullptr};  // level 0
   Counter lost_;
@@ -277,13 +285,13 @@ void SparseCounters<kInline, kKeys>::AddAt(int key, uint64_t n, bool may_allocat
     uint64_t pair = pairs_[i].load(std::memory_order_acquire);
     // Claim the free slot with the count; a racing writer may have claimed
     // it first.
-    if (pair == 0 && n <= kPairCountMask &&
-        pairs_[i].compare_exchange_strong(pair, tag << kPairCountBits | n, std::memory_order_acq_rel)) {
+    if (pair == 0 && n <= kPairMaxCount &&
+        pairs_[i].compare_exchange_strong(pair, n << kPairTagBits | tag, std::memory_order_acq_rel)) {
       return;
     }
-    if ((pair >> kPairCountBits) == tag) {
-      if (n <= kPairCountMask - (pair & kPairCountMask)) {
-        pairs_[i].store(pair + n, std::memory_order_relaxed);
+    if (TagOf(pair) == tag) {
+      if (n <= kPairMaxCount - CountOf(pair)) {
+        pairs_[i].store(pair + (n << kPairTagBits), std::memory_order_relaxed);
         return;
       }
       break;  // about to pass 48 bits: promoted to the tables, then its chunk
@@ -322,7 +330,7 @@ uint64_t SparseCounters<kInline, kKeys>::Get(int key) const {
   uint64_t n = 0;
   for (int i = 0; i < kInline; ++i) {
     const uint64_t pair = pairs_[i].load(std::memory_order_acquire);
-    if ((pair >> kPairCountBits) == tag) n += pair & kPairCountMask;
+    if (TagOf(pair) == tag) n += CountOf(pair);
   }
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
@@ -341,7 +349,7 @@ uint64_t SparseCounters<kInline, kKeys>::Get(int key) const {
 template <int kInline, int kKeys>
 uint64_t SparseCounters<kInline, kKeys>::Total() const {
   uint64_t n = lost_.Get();
-  for (int i = 0; i < kInline; ++i) n += pairs_[i].load(std::memory_order_relaxed) & kPairCountMask;
+  for (int i = 0; i < kInline; ++i) n += CountOf(pairs_[i].load(std::memory_order_relaxed));
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
   for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
@@ -427,8 +435,8 @@ void SparseCounters<kInline, kKeys>::ForEach(Fn fn) const {
   int n = 0;
   for (int i = 0; i < kInline; ++i) {
     const uint64_t pair = pairs_[i].load(std::memory_order_acquire);
-    const uint64_t c = pair & kPairCountMask;
-    if (c != 0) pairs[n++] = {static_cast<int>(pair >> kPairCountBits) - 1, c};
+    const uint64_t c = CountOf(pair);
+    if (c != 0) pairs[n++] = {static_cast<int>(TagOf(pair)) - 1, c};
   }
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
