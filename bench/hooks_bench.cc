@@ -136,7 +136,7 @@ BENCHMARK(BM_WriteRead_Stub_TrackedSocket);
 
 // A write and a read whose sizes vary over 61 sizes from 1 B to 60 KiB (as a
 // server's replies do): the size histograms hold most of their buckets
-// beyond the four inline ones, in the tables (sparse_counters.h).
+// beyond the three inline ones, in the tables (sparse_counters.h).
 void BM_WriteRead_Stub_TrackedSocket_VariedSizes(benchmark::State& state) {
   static char buf[65536];
   size_t sizes[61];

@@ -9,9 +9,11 @@ size (VmRSS) is read then. Workloads (--workloads):
   busy    20 such rounds: the turn times spread over tens of buckets;
   varied  20 rounds whose requests (16 B-2 KiB) and replies (64 B-16 KiB)
           vary, log-uniform: the size histograms spread too. The same run is made without the shim and under it (and under any
-other shim given with --compare, e.g. an older build); the clients never run
-under a shim. Per connection = (RSS under the shim - RSS without) / N, summed
-over the server processes.
+other shim given with --compare, e.g. an older build), the arms interleaved
+run by run; the clients never run under a shim. Per connection = (RSS under
+the shim - RSS without) / N, summed over the server processes; each figure
+is the median of --runs runs, with the lowest and highest run's marginal
+figure beside it.
 
 RLIMIT_NOFILE caps the fds of one process (its hard limit is 20000 on this
 project's machines and cannot be raised there), so a count above
@@ -114,19 +116,28 @@ def main() -> None:
         if workload not in WORKLOADS:
             parser.error(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
 
-    def median_rss(shim, count, workload="quiet"):
+    def interleaved_rss(count, workload="quiet"):
+        """RSS without a shim and under each, the arms interleaved run by run."""
+        runs = {name: [] for name in [None, *shims]}
         with tempfile.TemporaryDirectory() as out_dir:
-            return statistics.median(measure(holder, shim, count, args.per_process, workload, out_dir)
-                                     for _ in range(args.runs))
+            for _ in range(args.runs):
+                runs[None].append(measure(holder, None, count, args.per_process, workload, out_dir))
+                for name, path in shims.items():
+                    runs[name].append(measure(holder, path, count, args.per_process, workload, out_dir))
+        return runs
 
-    fixed = {name: median_rss(path, 0) - median_rss(None, 0) for name, path in shims.items()}
+    idle = interleaved_rss(0)
+    fixed = {name: statistics.median(idle[name]) - statistics.median(idle[None]) for name in shims}
     rows = []
     for count in counts:
         for workload in workloads:
-            plain = median_rss(None, count, workload)
+            runs = interleaved_rss(count, workload)
+            plain = statistics.median(runs[None])
             processes = max(1, math.ceil(count / args.per_process))
-            for name, path in shims.items():
-                under = median_rss(path, count, workload)
+            for name in shims:
+                under = statistics.median(runs[name])
+                # Spread: each run's shim arm against the same run's plain arm.
+                per_run = [(u - p - processes * fixed[name]) / count for u, p in zip(runs[name], runs[None])]
                 row = {
                     "shim": name,
                     "workload": workload,
@@ -138,11 +149,13 @@ def main() -> None:
                     "rss_shim_bytes": under,
                     "per_connection_bytes": (under - plain) / count,
                     "marginal_per_connection_bytes": (under - plain - processes * fixed[name]) / count,
+                    "marginal_per_run_bytes": per_run,
                 }
                 rows.append(row)
                 print(f"{name:>6} {workload:>6} {count:>7} connections in {processes} process(es): "
                       f"{row['per_connection_bytes']:8.0f} B per connection "
-                      f"({row['marginal_per_connection_bytes']:.0f} B marginal)", flush=True)
+                      f"({row['marginal_per_connection_bytes']:.0f} B marginal, runs {min(per_run):.0f}-"
+                      f"{max(per_run):.0f})", flush=True)
 
     results = {
         "machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "rlimit_nofile_hard": nofile},
@@ -158,20 +171,22 @@ def main() -> None:
         "",
         "`bench/memory_per_connection.py`: a server holding N open loopback connections, its VmRSS "
         "under the shim minus without, divided by N; median of "
-        f"{args.runs} runs. Workloads: quiet = 3 rounds of a 64-byte request and a 512-byte reply, then a read "
+        f"{args.runs} runs, the arms interleaved run by run; the spread is the marginal figure's lowest and "
+        "highest run. Workloads: quiet = 3 rounds of a 64-byte request and a 512-byte reply, then a read "
         "meeting EAGAIN; busy = 20 such rounds; varied = 20 rounds of 16 B-2 KiB requests and 64 B-16 KiB "
         f"replies (log-uniform). Above {args.per_process} connections the server is split over several "
         f"processes (RLIMIT_NOFILE hard limit here: {nofile}).",
         "",
         "| shim | workload | connections | server processes | RSS without shim | RSS under shim | per connection "
-        "| marginal |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| marginal | marginal, runs |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
             f"| {row['shim']} | {row['workload']} | {row['connections']} | {row['server_processes']} | "
             f"{row['rss_plain_bytes'] / 2**20:.1f} MiB | {row['rss_shim_bytes'] / 2**20:.1f} MiB | "
-            f"{row['per_connection_bytes']:.0f} B | {row['marginal_per_connection_bytes']:.0f} B |")
+            f"{row['per_connection_bytes']:.0f} B | {row['marginal_per_connection_bytes']:.0f} B | "
+            f"{min(row['marginal_per_run_bytes']):.0f}-{max(row['marginal_per_run_bytes']):.0f} B |")
     lines += ["", "Fixed cost of the shim per process (0 connections): "
               + ", ".join(f"{name} {value / 2**20:.2f} MiB" for name, value in fixed.items()), ""]
     (out / "memory-per-connection.md").write_text("\n".join(lines))

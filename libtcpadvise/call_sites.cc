@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 
 // Only libunwind's types: its functions are looked up in the dlopen'ed library.
@@ -87,9 +88,12 @@ struct LastSample {
 };
 LastSample g_last[kLastSlots];
 
-// PairSlot counts one stack's writes on one socket, placed by the hash of
-// the cookie alone: a socket's pairs sit in one run before a free slot.
-// group is set when the socket closes and is folded into a group.
+// PairSlot counts one stack's writes on one socket; group is set when the
+// socket closes and is folded into a group. The pairs are dense, handed out
+// in order (g_pairs_claimed), so that a process with few sockets touches few
+// of their pages (each socket has a pair: 72 B, where a slot of a table
+// spread by hash cost a 4 KiB page each for the first few hundred sockets);
+// g_pair_index finds them.
 struct PairSlot {
   std::atomic<uint64_t> key;
   std::atomic<uint64_t> cookie;
@@ -104,7 +108,16 @@ struct PairSlot {
 };
 
 StackSlot g_stacks[kStackSlots];
-PairSlot g_pairs[kPairSlots];
+PairSlot g_pairs[kMaxPairs];
+// g_pair_index is the pairs' open-addressed index, placed by the hash of the
+// cookie alone (a socket's pairs sit in one run before a free slot): a
+// pair's number in g_pairs + 1, 0 for a free slot; published with a
+// compare-and-swap once the pair's key is written.
+std::atomic<uint16_t> g_pair_index[kPairSlots];
+static_assert(kMaxPairs < 0xffff, "a pair's number + 1 fits the index");
+// g_pairs_claimed counts the pairs handed out (one a racing thread took but
+// did not publish stays unused); g_pair_count those published.
+std::atomic<uint32_t> g_pairs_claimed{0};
 std::atomic<uint32_t> g_stack_count{0};
 std::atomic<uint32_t> g_pair_count{0};
 std::atomic<uint64_t> g_sampled{0};
@@ -285,20 +298,31 @@ void RecordSize(StackSlot& s, uint64_t bytes) {
 PairSlot* ClaimPair(uint64_t cookie, uint32_t stack) {
   const uint64_t key = Mix(cookie * 0x9e3779b97f4a7c15ull + stack) | 1;
   const uint64_t home = Mix(cookie);
+  uint32_t fresh = kMaxPairs;  // a pair taken for key, not yet published
   for (uint32_t i = 0; i < kPairSlots; ++i) {
-    PairSlot& slot = g_pairs[(home + i) % kPairSlots];
-    uint64_t seen = slot.key.load(std::memory_order_acquire);
+    std::atomic<uint16_t>& slot = g_pair_index[(home + i) % kPairSlots];
+    uint16_t seen = slot.load(std::memory_order_acquire);
     if (seen == 0) {
-      if (g_pair_count.load(std::memory_order_relaxed) >= kMaxPairs) return nullptr;
-      if (slot.key.compare_exchange_strong(seen, key, std::memory_order_acq_rel)) {
-        g_pair_count.fetch_add(1, std::memory_order_relaxed);
-        slot.cookie.store(cookie, std::memory_order_relaxed);
-        slot.stack.store(stack, std::memory_order_relaxed);
-        slot.ready.store(1, std::memory_order_release);
-        return &slot;
+      if (fresh == kMaxPairs) {
+        if (g_pairs_claimed.load(std::memory_order_relaxed) >= kMaxPairs) return nullptr;
+        fresh = g_pairs_claimed.fetch_add(1, std::memory_order_relaxed);
+        if (fresh >= kMaxPairs) return nullptr;
+        PairSlot& p = g_pairs[fresh];
+        p.key.store(key, std::memory_order_relaxed);
+        p.cookie.store(cookie, std::memory_order_relaxed);
+        p.stack.store(stack, std::memory_order_relaxed);
       }
+      if (slot.compare_exchange_strong(seen, static_cast<uint16_t>(fresh + 1), std::memory_order_acq_rel)) {
+        g_pair_count.fetch_add(1, std::memory_order_relaxed);
+        g_pairs[fresh].ready.store(1, std::memory_order_release);
+        return &g_pairs[fresh];
+      }
+      // Another thread published a pair here first: seen is its number.
     }
-    if (seen == key && slot.group.load(std::memory_order_relaxed) == nullptr) return &slot;
+    const PairSlot& p = g_pairs[seen - 1];
+    if (p.key.load(std::memory_order_acquire) == key && p.group.load(std::memory_order_relaxed) == nullptr) {
+      return const_cast<PairSlot*>(&p);
+    }
   }
   return nullptr;
 }
@@ -699,8 +723,9 @@ void CallSitesFold(uint64_t cookie, const SocketState* group) {
   if (g_pair_count.load(std::memory_order_relaxed) == 0 || cookie == 0) return;
   const uint64_t home = Mix(cookie);
   for (uint32_t i = 0; i < kPairSlots; ++i) {
-    PairSlot& slot = g_pairs[(home + i) % kPairSlots];
-    if (slot.key.load(std::memory_order_acquire) == 0) return;
+    const uint16_t number = g_pair_index[(home + i) % kPairSlots].load(std::memory_order_acquire);
+    if (number == 0) return;
+    PairSlot& slot = g_pairs[number - 1];
     if (slot.ready.load(std::memory_order_acquire) != 0 && slot.cookie.load(std::memory_order_relaxed) == cookie &&
         slot.group.load(std::memory_order_relaxed) == nullptr) {
       slot.group.store(group, std::memory_order_relaxed);
@@ -765,7 +790,7 @@ void EmitCallSites(JsonWriter* w) {
   w->Key("max_stacks");
   w->Uint(kMaxStacks);
   w->Key("memory_bytes");
-  w->Uint(sizeof(g_stacks) + sizeof(g_pairs) + sizeof(g_last));
+  w->Uint(sizeof(g_stacks) + sizeof(g_pairs) + sizeof(g_pair_index) + sizeof(g_last));
   w->Key("stack_bytes");
   w->Uint(sizeof(StackSlot));
   w->Key("modules");
@@ -835,15 +860,18 @@ void EmitSocketCallSites(JsonWriter* w, const SocketState& s, bool open) {
   if (open) {
     const uint64_t home = Mix(s.id.cookie);
     for (uint32_t i = 0; i < kPairSlots; ++i) {
-      const PairSlot& p = g_pairs[(home + i) % kPairSlots];
-      if (p.key.load(std::memory_order_acquire) == 0) break;
+      const uint16_t number = g_pair_index[(home + i) % kPairSlots].load(std::memory_order_acquire);
+      if (number == 0) break;
+      const PairSlot& p = g_pairs[number - 1];
       if (p.ready.load(std::memory_order_acquire) != 0 && p.cookie.load(std::memory_order_relaxed) == s.id.cookie &&
           p.group.load(std::memory_order_relaxed) == nullptr) {
         emit(p);
       }
     }
   } else {
-    for (const PairSlot& p : g_pairs) {
+    const uint32_t claimed = std::min(g_pairs_claimed.load(std::memory_order_relaxed), kMaxPairs);
+    for (uint32_t i = 0; i < claimed; ++i) {
+      const PairSlot& p = g_pairs[i];
       if (p.ready.load(std::memory_order_acquire) != 0 && p.group.load(std::memory_order_relaxed) == &s) emit(p);
     }
   }
@@ -873,7 +901,9 @@ void CallSitesResetForTest() {
     l.cookie.store(0);
     l.write.store(0);
   }
-  for (PairSlot& p : g_pairs) {
+  // Only the pairs handed out were written.
+  for (uint32_t i = 0; i < std::min(g_pairs_claimed.load(), kMaxPairs); ++i) {
+    PairSlot& p = g_pairs[i];
     p.key.store(0);
     p.ready.store(0);
     p.group.store(nullptr);
@@ -883,6 +913,8 @@ void CallSitesResetForTest() {
     p.estimated.store(0);
     p.estimated_bytes.store(0);
   }
+  for (std::atomic<uint16_t>& number : g_pair_index) number.store(0);
+  g_pairs_claimed.store(0);
   g_stack_count.store(0);
   g_pair_count.store(0);
   g_sampled.store(0);

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "json_writer.h"
@@ -143,6 +145,57 @@ TEST_F(CallSitesTest, FoldMovesASocketsCountsToItsGroup) {
   const std::string list = json.substr(json.rfind("\"call_sites\":["));
   EXPECT_NE(list.find("\"bytes\":4,"), std::string::npos) << list;
   EXPECT_NE(list.find("\"bytes\":6,"), std::string::npos) << list;
+}
+
+// SocketList is the call-site list EmitSocketCallSites writes for socket.
+std::string SocketList(const SocketState& socket, bool open) {
+  const std::string json = Emit(&socket, open);
+  const size_t at = json.rfind("\"call_sites\":[");
+  return at == std::string::npos ? std::string() : json.substr(at);
+}
+
+// The pairs are handed out densely, 2048 at most: a socket past them has its
+// writes counted as dropped, every other finds its own pair, live or folded.
+TEST_F(CallSitesTest, EverySocketFindsItsOwnPairUpToTheTablesEnd) {
+  g_fake_depth = 1;
+  g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
+  for (uint64_t cookie = 1; cookie <= 2100; ++cookie) SampleCallSite(cookie, 1, 1000 + cookie, true);
+  EXPECT_NE(Emit(nullptr, false).find("\"dropped_writes\":52"), std::string::npos);
+  for (uint64_t cookie : {1, 777, 2048}) {
+    SocketState live;
+    live.id.cookie = cookie;
+    const std::string list = SocketList(live, true);
+    EXPECT_NE(list.find("\"bytes\":" + std::to_string(1000 + cookie) + ","), std::string::npos) << cookie << list;
+    EXPECT_EQ(list.find("\"writes\":2"), std::string::npos) << list;
+  }
+  SocketState dropped;
+  dropped.id.cookie = 2100;
+  EXPECT_EQ(SocketList(dropped, true), "");
+  SampleCallSite(777, 2, 1, false);  // a known pair still counts when the table is full
+  SocketState group;
+  CallSitesFold(777, &group);
+  const std::string folded = SocketList(group, false);
+  EXPECT_NE(folded.find("\"writes\":2,\"bytes\":1778,"), std::string::npos) << folded;
+}
+
+// Threads that sample the same sockets at once share one pair per socket:
+// no count is lost or split.
+TEST_F(CallSitesTest, RacingThreadsShareOnePairPerSocket) {
+  g_fake_depth = 1;
+  g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([] {
+      for (uint64_t cookie = 1; cookie <= 300; ++cookie) SampleCallSite(cookie, 1, 10, false);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (uint64_t cookie : {1, 150, 300}) {
+    SocketState live;
+    live.id.cookie = cookie;
+    const std::string list = SocketList(live, true);
+    EXPECT_NE(list.find("\"writes\":4,\"bytes\":40,"), std::string::npos) << cookie << list;
+  }
 }
 
 TEST_F(CallSitesTest, UnknownCodeAndEmptyStacksFailOpen) {

@@ -38,7 +38,7 @@ TEST(CoalesceTest, SmallWritesAreHeldThenFlushedInOrder) {
   EXPECT_EQ(f.pair.ReadAvailable(50), "");
   EXPECT_TRUE(Flush(&f.state, f.pair.client, FlushCause::kRead, true));
   EXPECT_EQ(f.pair.ReadAvailable(), "abcdef");
-  EXPECT_EQ(f.socket.stats.policy_counters.bytes_held.Get(), 6u);
+  EXPECT_EQ(f.socket.stats.policy_counters()->bytes_held.Get(), 6u);
   RemoveFromHeldSet(&f.state);
   FreeBuffers(&f.state);
 }

@@ -23,12 +23,12 @@ TEST(CorkTest, StartCorksOnceAndUncorkReleases) {
   EXPECT_TRUE(f.state.corked.load());
   EXPECT_TRUE(f.state.in_held_set);
   StartCork(&f.state, f.pair.client);
-  EXPECT_EQ(f.socket.stats.policy_counters.corks.Get(), 1u);
+  EXPECT_EQ(f.socket.stats.policy_counters()->corks.Get(), 1u);
   EXPECT_EQ(write(f.pair.client, "abc", 3), 3);
   Uncork(&f.state, f.pair.client, FlushCause::kRead);
   EXPECT_EQ(CorkOf(f.pair.client), 0);
   EXPECT_FALSE(f.state.corked.load());
-  EXPECT_EQ(f.socket.stats.policy_counters.flushes[static_cast<int>(FlushCause::kRead)].Get(), 1u);
+  EXPECT_EQ(f.socket.stats.policy_counters()->flushes[static_cast<int>(FlushCause::kRead)].Get(), 1u);
   EXPECT_EQ(f.pair.ReadAvailable(), "abc");
   RemoveFromHeldSet(&f.state);
 }

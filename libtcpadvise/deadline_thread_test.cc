@@ -29,7 +29,7 @@ TEST(DeadlineThreadTest, ReleasesWhatIsPastItsDeadlineOnly) {
   EXPECT_EQ(ReleaseExpired(start + TicksFromUs(2000), 1), UINT64_MAX);
   EXPECT_EQ(f.state.held.load(), 0u);
   EXPECT_EQ(f.pair.ReadAvailable(), "late");
-  EXPECT_EQ(f.socket.stats.policy_counters.flushes[static_cast<int>(FlushCause::kDeadline)].Get(), 1u);
+  EXPECT_EQ(f.socket.stats.policy_counters()->flushes[static_cast<int>(FlushCause::kDeadline)].Get(), 1u);
   FreeBuffers(&f.state);
 }
 
@@ -44,7 +44,7 @@ TEST(DeadlineThreadTest, NeverSendsIntoAnotherSocketOnTheSameNumber) {
   EXPECT_EQ(ReleaseExpired(f.state.hold_start + TicksFromUs(2000), 1), UINT64_MAX);
   EXPECT_EQ(other.ReadAvailable(50), "");
   EXPECT_TRUE(f.state.gone.load());
-  EXPECT_EQ(f.socket.stats.policy_counters.deferred_errors.Get(EBADF), 1u);
+  EXPECT_EQ(f.socket.stats.policy_counters()->deferred_errors.Get(EBADF), 1u);
   EXPECT_FALSE(AnyHeld());
   FreeBuffers(&f.state);
 }

@@ -158,7 +158,7 @@ ConnectionOutcome OutcomeOf(const ExperimentConfig& e, int arm, const SocketStat
                             double ns_per_tick) {
   const SocketStats& st = s.stats;
   const HistogramSummary turns = st.turn_ticks.Summary();
-  const HistogramSummary sent = st.sent_to_reply_ticks.Summary();
+  const HistogramSummary sent = st.sent_to_reply_ticks.SummaryOver(st.SentToReplyBuckets());
   ConnectionOutcome o;
   o.arm = static_cast<uint8_t>(arm);
   o.local = EndpointOf(s.id.local);

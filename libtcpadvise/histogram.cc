@@ -11,11 +11,25 @@ uint64_t HistogramBucketHigh(int bucket) {
   return high == 0 ? ~uint64_t{0} : high;
 }
 
-void Histogram::MergeFrom(const Histogram& other) {
+void Histogram::MergeBoundsFrom(const Histogram& other) {
   sum_.Add(other.sum_.Get());
   if (other.min_inverted_.Get() > min_inverted_.Get()) min_inverted_.Set(other.min_inverted_.Get());
   if (other.max_.Get() > max_.Get()) max_.Set(other.max_.Get());
-  buckets_.MergeFrom(other.buckets_);
+}
+
+void Histogram::MergeBucketsFrom(const Histogram& other, int except) {
+  if (except < 0) {
+    buckets_.MergeFrom(other.buckets_);
+    return;
+  }
+  other.buckets_.ForEach([this, &except](int bucket, uint64_t n) {
+    if (bucket == except) {
+      except = -1;
+      if (--n == 0) return;
+    }
+    buckets_.AddOutOfLine(bucket, n);
+  });
+  buckets_.AddLost(other.buckets_.lost());
 }
 
 void Histogram::Reset() {
@@ -25,9 +39,9 @@ void Histogram::Reset() {
   buckets_.Reset();
 }
 
-HistogramSummary Histogram::Summary() const {
+HistogramSummary Histogram::SummaryOver(const Histogram& buckets) const {
   HistogramSummary s;
-  s.count = buckets_.Total();
+  s.count = buckets.buckets_.Total();
   if (s.count == 0) return s;
   s.min = ~min_inverted_.Get();
   s.max = max_.Get();
@@ -53,15 +67,12 @@ uint64_t Histogram::Percentile(double q) const {
   return value < s.min ? s.min : value > s.max ? s.max : value;
 }
 
-void EmitHistogram(JsonWriter* w, const char* key, const char* unit, const Histogram& h, double scale,
-                   uint64_t extra_count, uint64_t extra_value) {
-  HistogramSummary s = h.Summary();
-  if (extra_count != 0) {
-    s.min = s.count == 0 || s.min > extra_value ? extra_value : s.min;
-    s.max = s.max < extra_value ? extra_value : s.max;
-    s.count += extra_count;
-    s.sum += extra_count * extra_value;
-  }
+namespace {
+
+// EmitHistogramParts writes a histogram of exact figures s whose buckets are
+// those of `buckets` plus extra_count values of extra_value.
+void EmitHistogramParts(JsonWriter* w, const char* key, const char* unit, const HistogramSummary& s,
+                        const Histogram& buckets, double scale, uint64_t extra_count, uint64_t extra_value) {
   // Whole units are written as integers; scaled ones (ticks as ns) as doubles.
   auto value = [w, scale](uint64_t v) {
     if (scale == 1.0) {
@@ -92,15 +103,15 @@ void EmitHistogram(JsonWriter* w, const char* key, const char* unit, const Histo
   w->Uint(kHistogramSubBuckets);
   w->Key("scale");
   w->Double(scale);
-  if (h.unbucketed() != 0) {
+  if (buckets.unbucketed() != 0) {
     w->Key("unbucketed");
-    w->Uint(h.unbucketed());
+    w->Uint(buckets.unbucketed());
   }
   w->Key("buckets");
   w->BeginArray();
   const int extra = HistogramBucketOf(extra_value);
   bool extra_pending = extra_count != 0;
-  h.ForEachBucket([&](int index, uint64_t n) {
+  buckets.ForEachBucket([&](int index, uint64_t n) {
     if (extra_pending && index >= extra) {
       extra_pending = false;
       if (index == extra) {
@@ -114,6 +125,35 @@ void EmitHistogram(JsonWriter* w, const char* key, const char* unit, const Histo
   if (extra_pending) bucket(extra, extra_count);
   w->EndArray();
   w->EndObject();
+}
+
+// WithExtra adds extra_count values of extra_value to s's bounds and sum.
+HistogramSummary WithExtra(HistogramSummary s, uint64_t extra_count, uint64_t extra_value) {
+  if (extra_count == 0) return s;
+  s.min = s.count == 0 || s.min > extra_value ? extra_value : s.min;
+  s.max = s.max < extra_value ? extra_value : s.max;
+  s.sum += extra_count * extra_value;
+  return s;
+}
+
+}  // namespace
+
+void EmitHistogram(JsonWriter* w, const char* key, const char* unit, const Histogram& h, double scale,
+                   uint64_t extra_count, uint64_t extra_value) {
+  HistogramSummary s = WithExtra(h.Summary(), extra_count, extra_value);
+  s.count += extra_count;
+  EmitHistogramParts(w, key, unit, s, h, scale, extra_count, extra_value);
+}
+
+void EmitHistogramOver(JsonWriter* w, const char* key, const char* unit, const Histogram& h, const Histogram& buckets,
+                       double scale, uint64_t extra_count, uint64_t extra_value) {
+  // h's own bounds: with nothing recorded, min reads 2^64-1 and max 0, which
+  // leave the extra values' bounds as they are.
+  HistogramSummary s = h.SummaryOver(buckets);
+  s.count = s.count > extra_count ? s.count - extra_count : 0;
+  s = WithExtra(s, extra_count, extra_value);
+  s.count = buckets.count();
+  EmitHistogramParts(w, key, unit, s, buckets, scale, 0, extra_value);
 }
 
 }  // namespace tcpadvise

@@ -53,11 +53,13 @@ struct HistogramSummary {
   uint64_t sum = 0;  // wraps modulo 2^64: enough for any socket's bytes and ticks
 };
 
-// Histogram records uint64_t values.
-class Histogram {
+// Histogram records uint64_t values, in one cache line until it outgrows its
+// inline buckets.
+class alignas(64) Histogram {
  public:
-  // kInlineBuckets: distinct buckets kept without allocating.
-  static constexpr int kInlineBuckets = 4;
+  // kInlineBuckets: distinct buckets kept without allocating. Three fill
+  // the line with the exact figures; most sockets' histograms see one or two.
+  static constexpr int kInlineBuckets = 3;
 
   // Histogram::Record adds one value.
   [[gnu::always_inline]] void Record(uint64_t value) {
@@ -67,14 +69,33 @@ class Histogram {
     buckets_.Add(HistogramBucketOf(value), 1);
   }
 
+  // Histogram::RecordBounds adds one value to the sum, min and max only: for
+  // a histogram whose buckets are, for now, another's (SocketStats).
+  [[gnu::always_inline]] void RecordBounds(uint64_t value) {
+    sum_.Add(value);
+    if (~value > min_inverted_.Get()) min_inverted_.Set(~value);
+    if (value > max_.Get()) max_.Set(value);
+  }
+
   // Histogram::MergeFrom adds every value of other.
-  void MergeFrom(const Histogram& other);
+  void MergeFrom(const Histogram& other) {
+    MergeBoundsFrom(other);
+    MergeBucketsFrom(other);
+  }
+  // Histogram::MergeBoundsFrom adds other's sum, min and max.
+  void MergeBoundsFrom(const Histogram& other);
+  // Histogram::MergeBucketsFrom adds other's bucket counts (and unbucketed
+  // values), one less in bucket `except` (-1: none).
+  void MergeBucketsFrom(const Histogram& other, int except = -1);
 
   // Histogram::Reset empties the histogram (its tables and chunks stay allocated).
   void Reset();
 
   // Histogram::Summary is the exact count, bounds and sum.
-  HistogramSummary Summary() const;
+  HistogramSummary Summary() const { return SummaryOver(*this); }
+  // Histogram::SummaryOver is this histogram's bounds and sum with the count
+  // of `buckets`, the histogram that holds its buckets.
+  HistogramSummary SummaryOver(const Histogram& buckets) const;
   uint64_t count() const { return buckets_.Total(); }
 
   // Histogram::Percentile is the q-quantile (0..1), a value of the bucket
@@ -105,6 +126,7 @@ class Histogram {
   Counter max_;
   SparseCounters<kInlineBuckets, kHistogramBuckets> buckets_;
 };
+static_assert(sizeof(Histogram) == 64, "a histogram is one cache line");
 
 // The units the shim records, for readers of SocketStats: sizes in bytes,
 // counts, and durations in clock ticks.
@@ -120,6 +142,13 @@ using TicksHistogram = Histogram;
 // live socket's unfinished burst), without touching h.
 void EmitHistogram(JsonWriter* w, const char* key, const char* unit, const Histogram& h, double scale = 1.0,
                    uint64_t extra_count = 0, uint64_t extra_value = 1);
+
+// EmitHistogramOver writes h, whose buckets are those of `buckets`
+// (SocketStats), the same way: h's sum, min and max, the count and buckets
+// of `buckets`. extra_count values of extra_value are added to the bounds
+// and sum only: `buckets` already holds them.
+void EmitHistogramOver(JsonWriter* w, const char* key, const char* unit, const Histogram& h, const Histogram& buckets,
+                       double scale = 1.0, uint64_t extra_count = 0, uint64_t extra_value = 1);
 
 }  // namespace tcpadvise
 

@@ -73,8 +73,9 @@ uint64_t ConflictBit(const PolicySettings& p, AppOption option) {
 }
 
 void AddConflict(SocketState* s, uint64_t bit) {
-  Counter& conflicts = s->stats.policy_counters.conflicts;
-  conflicts.Set(conflicts.Get() | bit);
+  PolicyCounters* c = s->stats.policy_counters();
+  if (c == nullptr) return;  // only a socket a rule matched has them
+  c->conflicts.Set(c->conflicts.Get() | bit);
 }
 
 // ApplyUnlessSet sets an option the policy sets, unless the application
@@ -254,6 +255,12 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
     rule = experiment.arms[DrawArm(experiment, s->id.local, s->id.peer)].rule;
   } else {
     rule = MatchRule(*g_policy_config, in);
+  }
+  // A rule's socket counts what the policy did; without memory for that it
+  // runs under no rule.
+  if (rule >= 0 && s->stats.MakePolicyCounters() == nullptr) {
+    PolicyFailOpen("out of memory for a policy's counters");
+    rule = -1;
   }
   s->id.rule = static_cast<int16_t>(rule);
   if (rule < 0) return;

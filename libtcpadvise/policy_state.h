@@ -111,7 +111,9 @@ struct PolicyState {
   uint64_t cork_start = 0;
 };
 
-inline PolicyCounters& CountersOf(PolicyState* p) { return p->socket->stats.policy_counters; }
+// CountersOf is p's socket's policy counters, allocated before the policy
+// was attached (AttachPolicy) and never freed.
+inline PolicyCounters& CountersOf(PolicyState* p) { return *p->socket->stats.policy_counters(); }
 
 // HoldsSomething tells whether p holds bytes or a cork.
 inline bool HoldsSomething(const PolicyState* p) {

@@ -74,6 +74,7 @@ struct PolicyFixture {
     state.cookie = SocketCookie(pair.client);
     socket.stats.policy = &state;
     socket.policy_state = &state;
+    socket.stats.MakePolicyCounters();
   }
 };
 

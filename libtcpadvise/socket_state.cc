@@ -5,6 +5,7 @@
 
 #include "address.h"
 #include "errno_saver.h"
+#include "private_alloc.h"
 
 namespace tcpadvise {
 
@@ -67,27 +68,68 @@ void PolicyCounters::Reset() {
   deferred_errors.Reset();
 }
 
+void SocketStats::SetSentToReplyApart() {
+  sent_to_reply_ticks.MergeBucketsFrom(turn_ticks);
+  buckets_apart.fetch_or(kSentToReplyApart, std::memory_order_release);
+}
+
+void SocketStats::SetBurstBytesApart() {
+  const int open = burst_open_writes.Get() != 0 ? HistogramBucketOf(burst_open_bytes.Get()) : -1;
+  burst_bytes.MergeBucketsFrom(write_size, open);
+  buckets_apart.fetch_or(kBurstBytesApart, std::memory_order_release);
+}
+
+void SocketStats::MergeBorrowing(uint8_t bit, Histogram* h, const Histogram& other_h, const Histogram& other_buckets,
+                                 int other_except) {
+  const bool other_apart = &other_buckets == &other_h;
+  h->MergeBoundsFrom(other_h);
+  if (!(buckets_apart.load(std::memory_order_relaxed) & bit)) {
+    if (!other_apart && other_except < 0) return;  // both borrow: the lenders' merge brings the buckets
+    bit == kSentToReplyApart ? SetSentToReplyApart() : SetBurstBytesApart();
+  }
+  h->MergeBucketsFrom(other_buckets, other_apart ? -1 : other_except);
+}
+
 void SocketStats::MergeFrom(const SocketStats& o) {
+  // The borrowing histograms first, while their lenders hold this side's values only.
+  MergeBorrowing(kSentToReplyApart, &sent_to_reply_ticks, o.sent_to_reply_ticks, o.SentToReplyBuckets(), -1);
+  MergeBorrowing(kBurstBytesApart, &burst_bytes, o.burst_bytes, o.BurstBytesBuckets(),
+                 o.burst_open_writes.Get() != 0 ? HistogramBucketOf(o.burst_open_bytes.Get()) : -1);
   write_calls.Add(o.write_calls.Get());
   write_bytes.Add(o.write_bytes.Get());
   read_calls.Add(o.read_calls.Get());
   read_bytes.Add(o.read_bytes.Get());
-  AddCounters(write_by_api, o.write_by_api, static_cast<int>(WriteApi::kCount));
+  write_by_api.MergeFrom(o.write_by_api);
   write_size.MergeFrom(o.write_size);
   write_iovcnt.MergeFrom(o.write_iovcnt);
   write_ticks.MergeFrom(o.write_ticks);
   gap_ticks.MergeFrom(o.gap_ticks);
   burst_writes.MergeFrom(o.burst_writes);
-  burst_bytes.MergeFrom(o.burst_bytes);
   turn_ticks.MergeFrom(o.turn_ticks);
-  sent_to_reply_ticks.MergeFrom(o.sent_to_reply_ticks);
-  AddCounters(read_by_api, o.read_by_api, static_cast<int>(ReadApi::kCount));
+  read_by_api.MergeFrom(o.read_by_api);
   read_eof.Add(o.read_eof.Get());
   partial_writes.Add(o.partial_writes.Get());
   write_eagain.Add(o.write_eagain.Get());
   read_size.MergeFrom(o.read_size);
   errors.MergeFrom(o.errors);
-  policy_counters.MergeFrom(o.policy_counters);
+  // A group that cannot get its policy counters (memory ran out) leaves
+  // this socket's out; PolicyFailOpen's warning says why.
+  if (const PolicyCounters* other = o.policy_counters()) {
+    if (PolicyCounters* mine = MakePolicyCounters()) mine->MergeFrom(*other);
+  }
+}
+
+PolicyCounters* SocketStats::MakePolicyCounters() {
+  PolicyCounters* current = policy_counters_.load(std::memory_order_acquire);
+  if (current != nullptr || t_in_private_heap) return current;
+  PolicyCounters* fresh = PrivateNew<PolicyCounters>();
+  if (fresh == nullptr) return nullptr;
+  if (!policy_counters_.compare_exchange_strong(current, fresh, std::memory_order_acq_rel,
+                                                std::memory_order_acquire)) {
+    PrivateFree(fresh);  // never published: nobody else can see it
+    return current;
+  }
+  return fresh;
 }
 
 static void ZeroCounters(Counter* c, int n) {
@@ -103,7 +145,7 @@ void SocketStats::Reset() {
   burst_open_bytes.Set(0);
   last_write_start.Set(0);
   turn_start.Set(0);
-  ZeroCounters(write_by_api, static_cast<int>(WriteApi::kCount));
+  write_by_api.Reset();
   write_size.Reset();
   write_iovcnt.Reset();
   write_ticks.Reset();
@@ -112,13 +154,14 @@ void SocketStats::Reset() {
   burst_bytes.Reset();
   turn_ticks.Reset();
   sent_to_reply_ticks.Reset();
-  ZeroCounters(read_by_api, static_cast<int>(ReadApi::kCount));
+  buckets_apart.store(0, std::memory_order_release);
+  read_by_api.Reset();
   read_eof.Set(0);
   partial_writes.Set(0);
   write_eagain.Set(0);
   read_size.Reset();
   errors.Reset();
-  policy_counters.Reset();
+  if (PolicyCounters* c = policy_counters()) c->Reset();
 }
 
 // AddressBytes points at the address part of an IPv4 or IPv6 sockaddr.

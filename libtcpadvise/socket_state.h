@@ -51,6 +51,11 @@ inline int ErrnoSlot(int errno_value) { return errno_value > 0 && errno_value < 
 // the next ones.
 using ErrnoCounts = SparseCounters<2, kErrnoSlots>;
 
+// WriteApiCounts and ReadApiCounts count calls by API: the one family a
+// socket usually uses inline (8 B), a 64 B table once it uses another.
+using WriteApiCounts = SparseCounters<1, static_cast<int>(WriteApi::kCount)>;
+using ReadApiCounts = SparseCounters<1, static_cast<int>(ReadApi::kCount)>;
+
 // FlushCause says why a policy sent held bytes (coalesce) or uncorked (cork).
 enum class FlushCause : uint8_t {
   kRead, kWait, kLimit, kDeadline, kClose, kShutdown, kDup2, kFork, kExec, kExit, kPassthrough, kCount
@@ -89,13 +94,15 @@ struct PolicyState;
 
 // SocketStats are the statistics of a socket or a group, laid out so that a
 // call touches few cache lines: the counters every call bumps share the first
-// line, a histogram record touches one histogram, and the per-API counts sit
-// together. Histograms and errno counts are sparse (sparse_counters.h): an
-// open connection costs what it uses (1.4 KB for its whole SocketState while
-// each histogram sees at most four distinct buckets, then 64 B for the next
-// 4 to 8 buckets of a histogram, about 6 B a bucket up to some 240). The
-// burst and turn state of a live socket rides in the hot line too; merging
-// and resetting leave it to SocketState.
+// line, a histogram record touches one histogram's line, and a write's or a
+// read's per-API count shares a line with the turn's start or the errno
+// counts. Histograms, per-API and errno counts are sparse
+// (sparse_counters.h): an open connection costs what it uses (1 KiB for its
+// whole SocketState while each histogram sees at most three distinct
+// buckets, then 64 B for the next 4 to 8 buckets of a histogram, about 6 B a
+// bucket up to some 240). The policy's counters are allocated only for an
+// entry a policy rule matched. The burst and turn state of a live socket
+// rides in the hot line too; merging and resetting leave it to SocketState.
 struct alignas(64) SocketStats {
   // The hot line. policy is not a statistic: it rides here so that the write
   // path learns whether a policy takes the call without touching another line;
@@ -112,19 +119,15 @@ struct alignas(64) SocketStats {
   // once the reply has come, so that it also says a turn is open.
   Counter last_write_start;
 
-  alignas(64) Counter write_by_api[static_cast<int>(WriteApi::kCount)];
-  // When the turn's first write started (ticks): the turn's start, valid
-  // while last_write_start says a turn is open. It shares write_by_api's
-  // line, which every write touches anyway.
-  Counter turn_start;
-  Counter read_by_api[static_cast<int>(ReadApi::kCount)];
-  Counter read_eof;
-  // Writes that returned less than they were asked to send, and writes the
-  // kernel refused with EAGAIN: with the sampled write times, the shim's own
-  // evidence of a full send buffer (on loopback the kernel's sndbuf-limited
-  // time stays 0).
-  Counter partial_writes;
-  Counter write_eagain;
+  // The histograms, one cache line each (histogram.h). Two of them borrow
+  // another's buckets for as long as they would hold the same ones:
+  // burst_bytes write_size's while every burst is one write, and
+  // sent_to_reply_ticks turn_ticks' while every turn's bytes left with its
+  // only write (no policy held them). Their own sum, min and max are always
+  // kept; a connection that talks in single-write turns, most do, pays for
+  // the buckets once. The first burst or turn that differs copies the
+  // lender's buckets (buckets_apart). Read them through BurstBytesBuckets
+  // and SentToReplyBuckets.
   BytesHistogram write_size;
   // Only vector calls (writev, sendmsg, sendmmsg) are recorded here; a scalar
   // write's single buffer is added when the trace is written.
@@ -140,8 +143,56 @@ struct alignas(64) SocketStats {
   // handed to the kernel (the last write, or a policy's release) to the reply.
   TicksHistogram sent_to_reply_ticks;
   BytesHistogram read_size;
+
+  // When the turn's first write started (ticks): the turn's start, valid
+  // while last_write_start says a turn is open. It shares write_by_api's
+  // line, which every write touches anyway.
+  Counter turn_start;
+  // Writes that returned less than they were asked to send, and writes the
+  // kernel refused with EAGAIN: with the sampled write times, the shim's own
+  // evidence of a full send buffer (on loopback the kernel's sndbuf-limited
+  // time stays 0).
+  Counter partial_writes;
+  Counter write_eagain;
+  // buckets_apart has a k*Apart bit set for each borrowing histogram that
+  // holds its own buckets; 0 after a reset. It shares its line with the
+  // per-API counts that every call touches.
+  static constexpr uint8_t kSentToReplyApart = 1;
+  static constexpr uint8_t kBurstBytesApart = 2;
+  std::atomic<uint8_t> buckets_apart{0};
+  ReadApiCounts read_by_api;
+  WriteApiCounts write_by_api;
+  Counter read_eof;
   ErrnoCounts errors;
-  PolicyCounters policy_counters;
+
+  // SocketStats::SentToReplyBuckets is the histogram that holds
+  // sent_to_reply_ticks' buckets: its own, or turn_ticks.
+  const Histogram& SentToReplyBuckets() const {
+    return buckets_apart.load(std::memory_order_acquire) & kSentToReplyApart ? sent_to_reply_ticks : turn_ticks;
+  }
+  // SocketStats::BurstBytesBuckets is the histogram that holds burst_bytes'
+  // buckets: its own, or write_size, which also holds the open burst's
+  // (single) write.
+  const Histogram& BurstBytesBuckets() const {
+    return buckets_apart.load(std::memory_order_acquire) & kBurstBytesApart ? burst_bytes : write_size;
+  }
+  // SocketStats::SetSentToReplyApart gives sent_to_reply_ticks its own
+  // buckets, a copy of turn_ticks'; before a turn that differs is recorded.
+  [[gnu::cold, gnu::noinline]] void SetSentToReplyApart();
+  // SocketStats::SetBurstBytesApart gives burst_bytes its own buckets, a copy
+  // of write_size's but the open burst's first write; before the burst's
+  // second write is recorded.
+  [[gnu::cold, gnu::noinline]] void SetBurstBytesApart();
+
+  // SocketStats::policy_counters are what policies did, nullptr until a
+  // policy rule matched the entry (or a group took in a socket's): most
+  // sockets run under none. Published once and never freed, like the
+  // sparse tiers, so that a racing snapshot reads them safely.
+  PolicyCounters* policy_counters() const { return policy_counters_.load(std::memory_order_acquire); }
+  // SocketStats::MakePolicyCounters returns the policy counters, allocating
+  // them (zeroed) the first time; nullptr when memory ran out or may not be
+  // allocated now (t_in_private_heap).
+  PolicyCounters* MakePolicyCounters();
 
   // SocketStats::MergeFrom adds another socket's statistics to these.
   void MergeFrom(const SocketStats& other);
@@ -149,6 +200,16 @@ struct alignas(64) SocketStats {
   void Reset();
   // SocketStats::Active tells whether any call was recorded.
   bool Active() const { return write_calls.Get() != 0 || read_calls.Get() != 0; }
+
+ private:
+  // MergeBorrowing merges other_h (whose buckets are other_buckets, one less
+  // in bucket other_except) into h, the histogram that bit says apart: it
+  // keeps borrowing when both borrow alike, else it takes its own buckets
+  // first. Called before the lenders merge.
+  void MergeBorrowing(uint8_t bit, Histogram* h, const Histogram& other_h, const Histogram& other_buckets,
+                      int other_except);
+
+  std::atomic<PolicyCounters*> policy_counters_{nullptr};
 };
 
 // Shape is a connection's coarse pattern, the part of the group key that
@@ -200,6 +261,16 @@ struct SocketState {
   SocketIdentity id;
   // Open fds referring to this socket (dup), guarded by the table mutex.
   int refs = 0;
+  // Set in a fork child for the sockets it inherited: those appear in the
+  // child's trace only once the child uses them.
+  bool inherited = false;
+  // Set between a client's connect and its return when an experiment
+  // matched: its arm is drawn once the kernel picked the local port.
+  bool experiment_draw_pending = false;
+  // O_NONBLOCK as last set through socket, accept4, fcntl or ioctl(FIONBIO);
+  // atomic because a policy reads it while another thread may be in fcntl.
+  std::atomic<bool> nonblocking{false};
+  uint8_t options_set_mask = 0;
   // Next entry on the table's free list.
   SocketState* next_free = nullptr;
   // When the socket was tracked (ticks): an experiment connection's duration.
@@ -212,16 +283,6 @@ struct SocketState {
   // The policy's run-time state (buffer, lock), allocated the first time the
   // entry carries a cork or coalesce policy and kept with the entry after.
   PolicyState* policy_state = nullptr;
-  // Set in a fork child for the sockets it inherited: those appear in the
-  // child's trace only once the child uses them.
-  bool inherited = false;
-  // Set between a client's connect and its return when an experiment
-  // matched: its arm is drawn once the kernel picked the local port.
-  bool experiment_draw_pending = false;
-  // O_NONBLOCK as last set through socket, accept4, fcntl or ioctl(FIONBIO);
-  // atomic because a policy reads it while another thread may be in fcntl.
-  std::atomic<bool> nonblocking{false};
-  uint8_t options_set_mask = 0;
   int32_t options_set[static_cast<int>(AppOption::kCount)] = {};
   KernelOptions kernel_options;
   TcpInfoSummary tcp_info;
@@ -243,16 +304,21 @@ struct SocketState {
   [[gnu::always_inline]] void OnWrite(WriteApi api, int64_t result, int errno_value, uint64_t iovcnt, uint64_t start,
                                       uint64_t syscall_ticks) {
     stats.write_calls.Increment();
-    stats.write_by_api[static_cast<int>(api)].Increment();
+    stats.write_by_api.Add(static_cast<int>(api), 1);
     if (syscall_ticks != 0) stats.write_ticks.Record(syscall_ticks);
     if (__builtin_expect(result < 0, 0)) {
       CountWriteError(errno_value);
       return;
     }
     stats.write_bytes.Add(static_cast<uint64_t>(result));
+    const uint64_t burst_writes = stats.burst_open_writes.Get() + 1;
+    // A burst's second write: burst sizes no longer match write sizes.
+    if (__builtin_expect(burst_writes == 2, 0) &&
+        !(stats.buckets_apart.load(std::memory_order_relaxed) & SocketStats::kBurstBytesApart)) {
+      stats.SetBurstBytesApart();
+    }
     stats.write_size.Record(static_cast<uint64_t>(result));
     if (iovcnt != kScalarWrite) stats.write_iovcnt.Record(iovcnt);
-    const uint64_t burst_writes = stats.burst_open_writes.Get() + 1;
     stats.burst_open_writes.Set(burst_writes);
     stats.burst_open_bytes.Add(static_cast<uint64_t>(result));
     if (start == 0) return;
@@ -275,7 +341,7 @@ struct SocketState {
   // first write whatever the policy, so that arms compare alike.
   [[gnu::always_inline]] void OnRead(ReadApi api, int64_t result, int errno_value, bool peek) {
     stats.read_calls.Increment();
-    stats.read_by_api[static_cast<int>(api)].Increment();
+    stats.read_by_api.Add(static_cast<int>(api), 1);
     if (stats.burst_open_writes.Get() != 0) CloseBurst();
     if (__builtin_expect(result <= 0, 0)) {
       OnReadNothing(result, errno_value);
@@ -291,9 +357,19 @@ struct SocketState {
   // sent is its last_write_start.
   void CloseTurn(uint64_t sent) {
     const uint64_t now = ReadTicks();
+    const uint64_t start = stats.turn_start.Get();
     stats.last_write_start.Set(0);
-    stats.turn_ticks.Record(now - stats.turn_start.Get());
-    stats.sent_to_reply_ticks.Record(now - sent);
+    bool apart = stats.buckets_apart.load(std::memory_order_relaxed) & SocketStats::kSentToReplyApart;
+    if (__builtin_expect(sent != start && !apart, 0)) {
+      stats.SetSentToReplyApart();
+      apart = true;
+    }
+    stats.turn_ticks.Record(now - start);
+    if (apart) {
+      stats.sent_to_reply_ticks.Record(now - sent);
+    } else {
+      stats.sent_to_reply_ticks.RecordBounds(now - sent);  // the same value: turn_ticks holds its bucket
+    }
   }
 
   // SocketState::CloseBurst records the open burst, if any, and starts anew.
@@ -301,7 +377,11 @@ struct SocketState {
   // from every read hook: about 7 ns more a write and read (bench/compare_builds.py).
   [[gnu::always_inline]] void CloseBurst() {
     stats.burst_writes.Record(stats.burst_open_writes.Get());
-    stats.burst_bytes.Record(stats.burst_open_bytes.Get());
+    if (stats.buckets_apart.load(std::memory_order_relaxed) & SocketStats::kBurstBytesApart) {
+      stats.burst_bytes.Record(stats.burst_open_bytes.Get());
+    } else {
+      stats.burst_bytes.RecordBounds(stats.burst_open_bytes.Get());  // one write: write_size holds its bucket
+    }
     stats.burst_open_writes.Set(0);
     stats.burst_open_bytes.Set(0);
   }
@@ -329,6 +409,9 @@ struct SocketState {
   // SocketState::MergeFrom folds a closed socket into this group.
   void MergeFrom(const SocketState& closed);
 };
+
+// A SocketState fits jemalloc's 1 KiB size class: the next is 1.25 KiB.
+static_assert(sizeof(SocketState) <= 1024, "SocketState outgrew its 1 KiB size class");
 
 }  // namespace tcpadvise
 

@@ -3,6 +3,14 @@
 #include <errno.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+
+#include "json_writer.h"
+#include "private_alloc_testing.h"
+
 namespace tcpadvise {
 namespace {
 
@@ -116,7 +124,7 @@ TEST(SocketStateTest, ErrnoCountsGrowPastTheInlineSlotsAndMerge) {
 // bench/memory_per_connection.py measures it in RSS): no dense array is
 // allocated for a socket that sees few distinct sizes, times and errnos.
 TEST(SocketStateTest, AConnectionWithFewDistinctValuesCostsUnderTwoKilobytes) {
-  EXPECT_LE(sizeof(SocketState), 1536u);  // a jemalloc size class: 1.5 KiB
+  EXPECT_LE(sizeof(SocketState), 1024u);  // a jemalloc size class: 1 KiB
   SocketState s;
   for (uint64_t round = 0; round < 100; ++round) {
     s.OnWrite(WriteApi::kWrite, 512, 0, kScalarWrite, 1000 * round + 1, 40 + round % 3);
@@ -129,6 +137,8 @@ TEST(SocketStateTest, AConnectionWithFewDistinctValuesCostsUnderTwoKilobytes) {
     EXPECT_EQ(h->HeapBytes(), 0u);
   }
   EXPECT_EQ(st.errors.HeapBytes(), 0u);
+  EXPECT_EQ(st.write_by_api.HeapBytes() + st.read_by_api.HeapBytes(), 0u);
+  EXPECT_EQ(st.policy_counters(), nullptr);  // no rule: no policy counters
   EXPECT_EQ(st.write_size.Percentile(0.5), 512u);
   EXPECT_EQ(st.burst_writes.count(), 100u);
 }
@@ -145,7 +155,8 @@ TEST(SocketStateTest, ABusyConnectionWithSpreadTimesStaysUnderTwoKilobytes) {
     s.OnRead(ReadApi::kRead, -1, EAGAIN, false);
   }
   const SocketStats& st = s.stats;
-  uint64_t heap = st.errors.HeapBytes() + st.policy_counters.deferred_errors.HeapBytes();
+  uint64_t heap = st.errors.HeapBytes() + st.write_by_api.HeapBytes() + st.read_by_api.HeapBytes();
+  EXPECT_EQ(st.policy_counters(), nullptr);
   for (const Histogram* h : {&st.write_size, &st.write_iovcnt, &st.write_ticks, &st.gap_ticks, &st.burst_writes,
                              &st.burst_bytes, &st.turn_ticks, &st.sent_to_reply_ticks, &st.read_size}) {
     heap += h->HeapBytes();
@@ -153,6 +164,276 @@ TEST(SocketStateTest, ABusyConnectionWithSpreadTimesStaysUnderTwoKilobytes) {
   EXPECT_EQ(st.turn_ticks.count(), 20u);
   EXPECT_GT(heap, 0u);
   EXPECT_LE(sizeof(SocketState) + heap, 2048u);
+}
+
+// HeapOf is what s's statistics allocated beyond the entry.
+uint64_t HeapOf(const SocketStats& st) {
+  uint64_t heap = st.errors.HeapBytes() + st.write_by_api.HeapBytes() + st.read_by_api.HeapBytes();
+  for (const Histogram* h : {&st.write_size, &st.write_iovcnt, &st.write_ticks, &st.gap_ticks, &st.burst_writes,
+                             &st.burst_bytes, &st.turn_ticks, &st.sent_to_reply_ticks, &st.read_size}) {
+    heap += h->HeapBytes();
+  }
+  return heap;
+}
+
+// bench/memory_per_connection.py's varied workload, as the server sees it:
+// 20 turns whose request (16 B-2 KiB) and reply (64 B-16 KiB) sizes and
+// times all differ, so five histograms hold 20 buckets each. Entry and
+// tables (as asked of the heap) stay under 2 KB.
+TEST(SocketStateTest, AVariedConnectionStaysUnderTwoKilobytes) {
+  SocketState s;
+  uint64_t x = 12345;
+  auto uniform = [&x]() {  // xorshift: the same sizes every run
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return static_cast<double>(x % 1000000) / 1e6;
+  };
+  for (uint64_t round = 0; round < 20; ++round) {
+    const auto request = static_cast<int64_t>(16 * std::pow(128.0, uniform()));
+    const auto reply = static_cast<int64_t>(64 * std::pow(256.0, uniform()));
+    s.OnRead(ReadApi::kRead, request, 0, false);
+    s.OnRead(ReadApi::kRead, -1, EAGAIN, false);
+    const uint64_t start = ReadTicks() - (20000 + round * 977);
+    s.OnWrite(WriteApi::kWrite, reply, 0, kScalarWrite, start, round % 16 == 0 ? 3000 : 0);
+  }
+  EXPECT_EQ(s.stats.read_size.count(), 20u);
+  EXPECT_GT(HeapOf(s.stats), 0u);
+  EXPECT_LE(sizeof(SocketState) + HeapOf(s.stats), 2048u) << HeapOf(s.stats);
+}
+
+TEST(SocketStateTest, CallsByApiAreExactPastTheInlineApiAndMerge) {
+  SocketState a, group;
+  for (int i = 0; i < 5; ++i) a.OnWrite(WriteApi::kWritev, 10, 0, 2, 0, 0);
+  a.OnWrite(WriteApi::kSendfile, 100, 0, kScalarWrite, 0, 0);
+  a.OnWrite(WriteApi::kWrite, 10, 0, kScalarWrite, 0, 0);
+  a.OnRead(ReadApi::kRecv, 10, 0, false);
+  EXPECT_EQ(a.stats.write_by_api.Get(static_cast<int>(WriteApi::kWritev)), 5u);
+  EXPECT_EQ(a.stats.write_by_api.Get(static_cast<int>(WriteApi::kSendfile)), 1u);
+  EXPECT_EQ(a.stats.write_by_api.Get(static_cast<int>(WriteApi::kWrite)), 1u);
+  EXPECT_EQ(a.stats.write_by_api.Total(), a.stats.write_calls.Get());
+  EXPECT_EQ(a.stats.read_by_api.Get(static_cast<int>(ReadApi::kRecv)), 1u);
+  group.stats.MergeFrom(a.stats);
+  group.stats.MergeFrom(a.stats);
+  EXPECT_EQ(group.stats.write_by_api.Get(static_cast<int>(WriteApi::kWritev)), 10u);
+  EXPECT_EQ(group.stats.write_by_api.Total(), 14u);
+  EXPECT_EQ(group.stats.read_by_api.Total(), 2u);
+}
+
+// Only an entry a policy rule matched carries policy counters; a group
+// takes them in from its sockets, and a reset zeroes but keeps them.
+TEST(SocketStateTest, PolicyCountersComeWithTheFirstSocketThatHasThem) {
+  SocketState plain, ruled, group;
+  ASSERT_NE(ruled.stats.MakePolicyCounters(), nullptr);
+  EXPECT_EQ(ruled.stats.MakePolicyCounters(), ruled.stats.policy_counters());  // allocated once
+  ruled.stats.policy_counters()->corks.Add(3);
+  ruled.stats.policy_counters()->deferred_errors.Add(EPIPE, 1);
+  group.stats.MergeFrom(plain.stats);
+  EXPECT_EQ(group.stats.policy_counters(), nullptr);
+  group.stats.MergeFrom(ruled.stats);
+  group.stats.MergeFrom(ruled.stats);
+  ASSERT_NE(group.stats.policy_counters(), nullptr);
+  EXPECT_EQ(group.stats.policy_counters()->corks.Get(), 6u);
+  EXPECT_EQ(group.stats.policy_counters()->deferred_errors.Get(EPIPE), 2u);
+  PolicyCounters* kept = group.stats.policy_counters();
+  group.stats.Reset();
+  EXPECT_EQ(group.stats.policy_counters(), kept);
+  EXPECT_EQ(kept->corks.Get(), 0u);
+}
+
+
+// Out of memory, no policy counters: a group that cannot get them leaves
+// a socket's out and reports none; it gets them once memory is back.
+TEST(SocketStateTest, PolicyCountersFailOpenWithoutMemory) {
+  SocketState ruled, group;
+  ASSERT_NE(ruled.stats.MakePolicyCounters(), nullptr);
+  ruled.stats.policy_counters()->corks.Add(2);
+  PrivateAllocFailAfter(0);
+  EXPECT_EQ(SocketState().stats.MakePolicyCounters(), nullptr);
+  group.stats.MergeFrom(ruled.stats);
+  PrivateAllocFailAfter(-1);
+  EXPECT_EQ(group.stats.policy_counters(), nullptr);
+  EXPECT_EQ(group.stats.write_calls.Get(), 0u);
+  group.stats.MergeFrom(ruled.stats);
+  ASSERT_NE(group.stats.policy_counters(), nullptr);
+  EXPECT_EQ(group.stats.policy_counters()->corks.Get(), 2u);
+}
+
+// Reference keeps, for one socket or group, the histograms a borrowing
+// one must read as: burst sizes, sent-to-reply times, as recorded directly.
+struct Reference {
+  Histogram burst_bytes;
+  Histogram sent_to_reply;
+  uint64_t open_writes = 0;
+  uint64_t open_bytes = 0;
+};
+
+std::string Json(const std::function<void(JsonWriter*)>& emit) {
+  JsonWriter w;
+  w.BeginObject();
+  emit(&w);
+  w.EndObject();
+  return std::string(w.data(), w.size());
+}
+
+// BurstBytesJson writes burst_bytes as the trace writer does (a live
+// socket's open burst counts as one more).
+std::string BurstBytesJson(const SocketStats& st) {
+  const uint64_t open_burst = st.burst_open_writes.Get() != 0 ? 1 : 0;
+  return Json([&](JsonWriter* w) {
+    if (&st.BurstBytesBuckets() == &st.burst_bytes) {
+      EmitHistogram(w, "b", "bytes", st.burst_bytes, 1.0, open_burst, st.burst_open_bytes.Get());
+    } else {
+      EmitHistogramOver(w, "b", "bytes", st.burst_bytes, st.BurstBytesBuckets(), 1.0, open_burst,
+                        st.burst_open_bytes.Get());
+    }
+  });
+}
+
+std::string ReferenceBurstBytesJson(const Reference& r) {
+  return Json([&](JsonWriter* w) {
+    EmitHistogram(w, "b", "bytes", r.burst_bytes, 1.0, r.open_writes != 0 ? 1 : 0, r.open_bytes);
+  });
+}
+
+std::string SentToReplyJson(const SocketStats& st) {
+  return Json([&](JsonWriter* w) {
+    EmitHistogramOver(w, "s", "ns", st.sent_to_reply_ticks, st.SentToReplyBuckets());
+  });
+}
+
+std::string ReferenceSentToReplyJson(const Reference& r) {
+  return Json([&](JsonWriter* w) { EmitHistogram(w, "s", "ns", r.sent_to_reply); });
+}
+
+// Drive runs turns of bursts on s: every burst has one write with
+// probability single (else 2 or 3), a turn one or two bursts, and a policy releases a turn's bytes
+// (MarkSent) with probability marked. The sent-to-reply time a turn
+// records is its turn time (read from turn_ticks' exact sum) less the time
+// from the turn's start to its release.
+void Drive(SocketState* s, Reference* r, std::mt19937_64* rng, int turns, double single, double marked,
+           bool leave_open) {
+  std::uniform_real_distribution<double> p(0, 1);
+  std::uniform_int_distribution<int> size_log(4, 14);
+  for (int turn = 0; turn < turns; ++turn) {
+    const uint64_t base = ReadTicks() - 1000000;
+    uint64_t offset = 0;
+    // A turn of several bursts when bursts of several writes come too: with
+    // single = 1, every turn is one write.
+    const int bursts = single == 1.0 || p(*rng) < 0.7 ? 1 : 2;
+    for (int b = 0; b < bursts; ++b) {
+      const int writes = p(*rng) < single ? 1 : 2 + (p(*rng) < 0.5);
+      uint64_t bytes = 0;
+      for (int i = 0; i < writes; ++i) {
+        const auto n = static_cast<int64_t>((*rng)() % (uint64_t{1} << size_log(*rng)));
+        offset += 1 + (*rng)() % 5000;
+        s->OnWrite(WriteApi::kWrite, n, 0, kScalarWrite, base + offset, 0);
+        bytes += static_cast<uint64_t>(n);
+      }
+      if (b + 1 < bursts) {
+        s->OnRead(ReadApi::kRead, -1, EAGAIN, false);  // ends the burst, not the turn
+        r->burst_bytes.Record(bytes);
+      } else {
+        r->open_writes = static_cast<uint64_t>(writes);
+        r->open_bytes = bytes;
+      }
+    }
+    if (p(*rng) < marked) s->MarkSent(base + offset + 1 + (*rng)() % 3000);
+    if (leave_open && turn + 1 == turns) return;
+    const uint64_t start = s->stats.turn_start.Get(), sent = s->stats.last_write_start.Get();
+    const uint64_t turn_sum = s->stats.turn_ticks.Summary().sum;
+    s->OnRead(ReadApi::kRead, 100, 0, false);
+    r->burst_bytes.Record(r->open_bytes);
+    r->open_writes = r->open_bytes = 0;
+    r->sent_to_reply.Record(s->stats.turn_ticks.Summary().sum - turn_sum - (sent - start));
+  }
+}
+
+// Whatever a socket's bursts and turns, burst_bytes and
+// sent_to_reply_ticks read exactly as if recorded on their own, whether
+// they borrow their lender's buckets, took their own, or took them halfway.
+TEST(SocketStateTest, BorrowedBucketsReadExactlyAsTheirOwn) {
+  std::mt19937_64 rng(7);
+  for (double single : {1.0, 0.97, 0.5, 0.0}) {
+    for (double marked : {0.0, 0.03, 0.5}) {
+      for (bool leave_open : {false, true}) {
+        SocketState s;
+        Reference r;
+        Drive(&s, &r, &rng, 60, single, marked, leave_open);
+        ASSERT_EQ(BurstBytesJson(s.stats), ReferenceBurstBytesJson(r)) << single << " " << marked;
+        ASSERT_EQ(SentToReplyJson(s.stats), ReferenceSentToReplyJson(r)) << single << " " << marked;
+        const bool bursts_apart = &s.stats.BurstBytesBuckets() == &s.stats.burst_bytes;
+        const bool sent_apart = &s.stats.SentToReplyBuckets() == &s.stats.sent_to_reply_ticks;
+        // All single-write bursts: one set of buckets; none: two.
+        if (single == 1.0) {
+          EXPECT_FALSE(bursts_apart);
+          EXPECT_EQ(s.stats.burst_bytes.HeapBytes(), 0u);
+        }
+        if (single == 0.0) {
+          EXPECT_TRUE(bursts_apart);
+        }
+        if (single == 1.0 && marked == 0.0) {
+          EXPECT_FALSE(sent_apart);
+          EXPECT_EQ(s.stats.sent_to_reply_ticks.HeapBytes(), 0u);
+        }
+        if (single < 1.0 || marked > 0.0) {
+          EXPECT_TRUE(bursts_apart || sent_apart);
+        }
+      }
+    }
+  }
+}
+
+// A group reads exactly whichever way its sockets' histograms were kept,
+// in any order of merging; a reset makes them borrow again.
+TEST(SocketStateTest, GroupsMergeBorrowedAndOwnBucketsExactly) {
+  std::mt19937_64 rng(11);
+  const std::pair<double, double> kinds[] = {{1.0, 0.0}, {0.5, 0.0}, {1.0, 0.5}, {0.3, 0.3}};
+  for (int order = 0; order < 4; ++order) {
+    SocketState group;
+    Reference reference;
+    for (int i = 0; i < 4; ++i) {
+      const auto [single, marked] = kinds[(i + order) % 4];
+      SocketState s;
+      Reference r;
+      Drive(&s, &r, &rng, 30, single, marked, /*leave_open=*/false);
+      group.stats.MergeFrom(s.stats);
+      reference.burst_bytes.MergeFrom(r.burst_bytes);
+      reference.sent_to_reply.MergeFrom(r.sent_to_reply);
+      ASSERT_EQ(BurstBytesJson(group.stats), ReferenceBurstBytesJson(reference)) << order << " " << i;
+      ASSERT_EQ(SentToReplyJson(group.stats), ReferenceSentToReplyJson(reference)) << order << " " << i;
+    }
+  }
+  SocketState a, b, group;
+  Reference ra, rb, reference;
+  Drive(&a, &ra, &rng, 20, 1.0, 0.0, false);
+  Drive(&b, &rb, &rng, 20, 1.0, 0.0, false);
+  group.stats.MergeFrom(a.stats);
+  group.stats.MergeFrom(b.stats);
+  EXPECT_EQ(&group.stats.BurstBytesBuckets(), &group.stats.write_size);  // both borrow: the group too
+  EXPECT_EQ(&group.stats.SentToReplyBuckets(), &group.stats.turn_ticks);
+  reference.burst_bytes.MergeFrom(ra.burst_bytes);
+  reference.burst_bytes.MergeFrom(rb.burst_bytes);
+  EXPECT_EQ(BurstBytesJson(group.stats), ReferenceBurstBytesJson(reference));
+  Drive(&a, &ra, &rng, 5, 0.0, 1.0, false);
+  EXPECT_EQ(&a.stats.BurstBytesBuckets(), &a.stats.burst_bytes);
+  a.stats.Reset();
+  EXPECT_EQ(&a.stats.BurstBytesBuckets(), &a.stats.write_size);
+  EXPECT_EQ(&a.stats.SentToReplyBuckets(), &a.stats.turn_ticks);
+}
+
+// A live socket's open single-write burst is in write_size but not yet a
+// burst: a group taking it in leaves it out of the burst sizes.
+TEST(SocketStateTest, MergingASocketWithAnOpenBurstLeavesItOut) {
+  SocketState s, group;
+  s.OnWrite(WriteApi::kWrite, 100, 0, kScalarWrite, 0, 0);
+  s.OnRead(ReadApi::kRead, -1, EAGAIN, false);
+  s.OnWrite(WriteApi::kWrite, 7, 0, kScalarWrite, 0, 0);  // open
+  group.stats.MergeFrom(s.stats);
+  Reference reference;
+  reference.burst_bytes.Record(100);
+  EXPECT_EQ(BurstBytesJson(group.stats), ReferenceBurstBytesJson(reference));
+  EXPECT_EQ(group.stats.write_size.count(), 2u);
 }
 
 }  // namespace

@@ -1,9 +1,14 @@
 // SparseCounters: a fixed range of counters of which most instances use a
 // few, in three tiers so that an open connection costs what it uses, not what
-// it might. The socket statistics keep their histogram buckets and their
-// errno counts in them.
+// it might. The socket statistics keep their histogram buckets, their calls
+// by API and their errno counts in them.
 //
-//   1. inline: a handful of (key, 64-bit count) pairs inside the object;
+//   1. inline: a handful of (key, count) pairs inside the object, each one
+//      64-bit word (a 48-bit count above the key's 16-bit tag) so that a
+//      pair costs 8 bytes, a reader loads tag and count at once, and an add
+//      that would pass 48 bits shows as the add's carry;
+//      a count about to pass 2^48 goes on in a table slot of its key, then
+//      its chunk (a reader sums them all);
 //   2. tables: small open-addressed tables of (key, 32-bit count) from the
 //      private heap, 8 slots, then 16, 32, 64 and 128 (a level is added when
 //      a key finds no free slot within kProbes of its home in the levels
@@ -60,20 +65,40 @@ class SparseCounters {
   SparseCounters(const SparseCounters&) = delete;
   SparseCounters& operator=(const SparseCounters&) = delete;
 
+  // kPairCountBits: an inline pair's count is the top 48 bits of its word,
+  // its tag the low 16.
+  static constexpr int kPairCountBits = 48;
+  static constexpr int kPairTagBits = 64 - kPairCountBits;
+  static constexpr uint64_t kPairMaxCount = (uint64_t{1} << kPairCountBits) - 1;
+  static uint64_t TagOf(uint64_t pair) { return pair & 0xffff; }
+  static uint64_t CountOf(uint64_t pair) { return pair >> kPairTagBits; }
+
   // SparseCounters::Add counts n at key (0 <= key < kKeys). The inline scan is
   // the fast path; the tables and chunks are out of line.
   [[gnu::always_inline]] void Add(int key, uint64_t n) {
-    const uint16_t tag = static_cast<uint16_t>(key + 1);
+    const uint64_t tag = static_cast<uint64_t>(key + 1);
     for (int i = 0; i < kInline; ++i) {
-      const uint16_t t = tags_[i].load(std::memory_order_relaxed);
-      if (t == tag) {
-        counts_[i].Add(n);
+      const uint64_t pair = pairs_[i].load(std::memory_order_relaxed);
+      if (TagOf(pair) == tag) {
+        // A count about to pass 48 bits goes on in the tiers beyond.
+        uint64_t sum;
+        if (__builtin_expect(n > kPairMaxCount || __builtin_add_overflow(pair, n << kPairTagBits, &sum), 0)) {
+          return AddSlow(key, n);
+        }
+        pairs_[i].store(sum, std::memory_order_relaxed);
         return;
       }
-      if (t == 0) return AddSlow(key, n);
+      if (pair == 0) return AddSlow(key, n);
     }
     AddBeyondInline(key, n);
   }
+
+  // SparseCounters::AddOutOfLine counts n at key without the inline fast
+  // path: for merges.
+  void AddOutOfLine(int key, uint64_t n) { AddSlow(key, n); }
+
+  // SparseCounters::AddLost counts n that have no key (merged from another's lost).
+  void AddLost(uint64_t n) { lost_.Add(n); }
 
   // SparseCounters::Get returns the count at key.
   uint64_t Get(int key) const;
@@ -172,8 +197,8 @@ class SparseCounters {
   // its chunk: no room, or its count would overflow.
   bool AddToTables(int key, uint64_t n, bool may_allocate);
 
-  std::atomic<uint16_t> tags_[kInline] = {};  // key + 1; 0 marks a free slot
-  Counter counts_[kInline];
+  // pairs_: count << kPairTagBits | (key + 1); 0 marks a free slot.
+  std::atomic<uint64_t> pairs_[kInline] = {};
   std::atomic<Table*> tables_{nullptr};  // level 0
   Counter lost_;
 };
@@ -255,14 +280,21 @@ bool SparseCounters<kInline, kKeys>::AddToTables(int key, uint64_t n, bool may_a
 
 template <int kInline, int kKeys>
 void SparseCounters<kInline, kKeys>::AddAt(int key, uint64_t n, bool may_allocate) {
-  const uint16_t tag = static_cast<uint16_t>(key + 1);
+  const uint64_t tag = static_cast<uint64_t>(key + 1);
   for (int i = 0; i < kInline; ++i) {
-    uint16_t t = tags_[i].load(std::memory_order_acquire);
-    // Claim the free slot; a racing writer may have claimed it first.
-    if (t == 0 && tags_[i].compare_exchange_strong(t, tag, std::memory_order_acq_rel)) t = tag;
-    if (t == tag) {
-      counts_[i].Add(n);
+    uint64_t pair = pairs_[i].load(std::memory_order_acquire);
+    // Claim the free slot with the count; a racing writer may have claimed
+    // it first.
+    if (pair == 0 && n <= kPairMaxCount &&
+        pairs_[i].compare_exchange_strong(pair, n << kPairTagBits | tag, std::memory_order_acq_rel)) {
       return;
+    }
+    if (TagOf(pair) == tag) {
+      if (n <= kPairMaxCount - CountOf(pair)) {
+        pairs_[i].store(pair + (n << kPairTagBits), std::memory_order_relaxed);
+        return;
+      }
+      break;  // about to pass 48 bits: promoted to the tables, then its chunk
     }
   }
   // A key counted in its chunk (no room in the tables) stays there.
@@ -297,7 +329,8 @@ uint64_t SparseCounters<kInline, kKeys>::Get(int key) const {
   const uint16_t tag = static_cast<uint16_t>(key + 1);
   uint64_t n = 0;
   for (int i = 0; i < kInline; ++i) {
-    if (tags_[i].load(std::memory_order_acquire) == tag) n += counts_[i].Get();
+    const uint64_t pair = pairs_[i].load(std::memory_order_acquire);
+    if (TagOf(pair) == tag) n += CountOf(pair);
   }
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
@@ -316,7 +349,7 @@ uint64_t SparseCounters<kInline, kKeys>::Get(int key) const {
 template <int kInline, int kKeys>
 uint64_t SparseCounters<kInline, kKeys>::Total() const {
   uint64_t n = lost_.Get();
-  for (int i = 0; i < kInline; ++i) n += counts_[i].Get();
+  for (int i = 0; i < kInline; ++i) n += CountOf(pairs_[i].load(std::memory_order_relaxed));
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
   for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
@@ -338,10 +371,7 @@ void SparseCounters<kInline, kKeys>::MergeFrom(const SparseCounters& other) {
 
 template <int kInline, int kKeys>
 void SparseCounters<kInline, kKeys>::Reset() {
-  for (int i = 0; i < kInline; ++i) {
-    counts_[i].Set(0);
-    tags_[i].store(0, std::memory_order_release);
-  }
+  for (int i = 0; i < kInline; ++i) pairs_[i].store(0, std::memory_order_release);
   lost_.Set(0);
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
@@ -394,8 +424,9 @@ template <int kInline, int kKeys>
 template <typename Fn>
 void SparseCounters<kInline, kKeys>::ForEach(Fn fn) const {
   // The inline and table pairs (at most kInline + kTableSlots), sorted by
-  // key; a key lives in one of them, but two racing writers may have put it
-  // in two: one entry, both counts. The chunks are dense, in key order.
+  // key; a key lives in one of them, but an inline count promoted past 48
+  // bits, or two racing writers, may have put it in two: one entry, both
+  // counts. The chunks are dense, in key order.
   struct Pair {
     int key;
     uint64_t count;
@@ -403,9 +434,9 @@ void SparseCounters<kInline, kKeys>::ForEach(Fn fn) const {
   Pair pairs[kInline + kTableSlots];
   int n = 0;
   for (int i = 0; i < kInline; ++i) {
-    const uint16_t tag = tags_[i].load(std::memory_order_acquire);
-    const uint64_t c = counts_[i].Get();
-    if (tag != 0 && c != 0) pairs[n++] = {tag - 1, c};
+    const uint64_t pair = pairs_[i].load(std::memory_order_acquire);
+    const uint64_t c = CountOf(pair);
+    if (c != 0) pairs[n++] = {static_cast<int>(TagOf(pair)) - 1, c};
   }
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;

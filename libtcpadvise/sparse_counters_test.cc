@@ -112,6 +112,41 @@ TEST(SparseCountersTest, TableCountNearOverflowIsPromotedToItsChunkAndStaysExact
   EXPECT_EQ(merged.Total(), want + 4);
 }
 
+// An inline pair's count is 48 bits: one about to pass them goes on in a
+// table slot of the same key (then its chunk), and every reader sums both.
+TEST(SparseCountersTest, InlineCountNearOverflowIsPromotedAndStaysExact) {
+  using Pairs = SparseCounters<Histogram::kInlineBuckets, kHistogramBuckets>;
+  Pairs c;
+  const uint64_t top = (uint64_t{1} << Pairs::kPairCountBits) - 1;
+  c.Add(7, top - 1);
+  c.Add(8, 1);
+  EXPECT_EQ(c.HeapBytes(), 0u);
+  c.Add(7, 1);  // exactly 2^48 - 1: still inline
+  EXPECT_EQ(c.HeapBytes(), 0u);
+  c.Add(7, 1);  // would pass 48 bits: a table slot
+  EXPECT_EQ(c.TableLevels(), 1);
+  for (int i = 0; i < 10; ++i) c.Add(7, 1);
+  c.Add(7, uint64_t{1} << 50);  // beyond a table count too: its chunk
+  EXPECT_TRUE(c.HasChunks());
+  c.Add(9, uint64_t{1} << 50);  // a count too large for any pair or slot: straight to its chunk
+  const uint64_t want = top + 11 + (uint64_t{1} << 50);
+  EXPECT_EQ(c.Get(7), want);
+  EXPECT_EQ(c.Get(8), 1u);
+  EXPECT_EQ(c.Get(9), uint64_t{1} << 50);
+  std::map<int, uint64_t> contents;
+  c.ForEach([&](int key, uint64_t n) { contents[key] = n; });
+  EXPECT_EQ(contents, (std::map<int, uint64_t>{{7, want}, {8, 1}, {9, uint64_t{1} << 50}}));
+  EXPECT_EQ(c.Total(), want + 1 + (uint64_t{1} << 50));
+  EXPECT_EQ(c.lost(), 0u);
+  // The third inline pair is still free for a small count.
+  c.Add(10, 3);
+  EXPECT_EQ(c.Get(10), 3u);
+  Pairs merged;
+  merged.MergeFrom(c);
+  EXPECT_EQ(merged.Get(7), want);
+  EXPECT_EQ(merged.Total(), c.Total());
+}
+
 TEST(SparseCountersTest, ResetKeepsTheTiersAndReusesThem) {
   Buckets c;
   for (int key = 0; key < 600; ++key) c.Add(key * 7, 1);

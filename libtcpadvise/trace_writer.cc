@@ -79,13 +79,19 @@ void EmitEndpoint(JsonWriter* w, const char* key, const SocketAddress& a) {
   w->EndObject();
 }
 
-void EmitApiCounts(JsonWriter* w, const Counter* counts, int n, const char* (*name)(int)) {
+// EmitApiCounts writes calls by API; calls whose API found no room (memory
+// ran out) are "unrecorded".
+template <typename Counts>
+void EmitApiCounts(JsonWriter* w, const Counts& counts, const char* (*name)(int)) {
   w->Key("by_api");
   w->BeginObject();
-  for (int i = 0; i < n; ++i) {
-    if (counts[i].Get() == 0) continue;
-    w->Key(name(i));
-    w->Uint(counts[i].Get());
+  counts.ForEach([w, name](int api, uint64_t n) {
+    w->Key(name(api));
+    w->Uint(n);
+  });
+  if (counts.lost() != 0) {
+    w->Key("unrecorded");
+    w->Uint(counts.lost());
   }
   w->EndObject();
 }
@@ -144,7 +150,10 @@ void EmitPolicy(JsonWriter* w, const SocketState& s, double ns_per_tick) {
   if (s.id.rule < 0 || g_policy_config == nullptr) return;
   const PolicyRule& rule = g_policy_config->rules[s.id.rule];
   const PolicySettings& p = rule.settings;
-  const PolicyCounters& c = s.stats.policy_counters;
+  // A rule's socket has its counters (AttachPolicy); a group whose counters
+  // found no memory reports none.
+  static const PolicyCounters kNoCounters;
+  const PolicyCounters& c = s.stats.policy_counters() ? *s.stats.policy_counters() : kNoCounters;
   w->Key("policy");
   w->BeginObject();
   w->Key("rule");
@@ -294,7 +303,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Uint(st.partial_writes.Get());
   w->Key("eagain");
   w->Uint(st.write_eagain.Get());
-  EmitApiCounts(w, st.write_by_api, static_cast<int>(WriteApi::kCount), WriteApiNameAt);
+  EmitApiCounts(w, st.write_by_api, WriteApiNameAt);
   const uint64_t successful_writes = st.write_size.count();
   EmitHistogram(w, "size", "bytes", st.write_size);
   EmitHistogram(w, "iovcnt", "count", st.write_iovcnt, 1.0, successful_writes - st.write_iovcnt.count());
@@ -320,7 +329,11 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("open");
   w->Bool(open_burst != 0);
   EmitHistogram(w, "writes", "count", st.burst_writes, 1.0, open_burst, open_writes);
-  EmitHistogram(w, "bytes", "bytes", st.burst_bytes, 1.0, open_burst, st.burst_open_bytes.Get());
+  if (const Histogram& burst_buckets = st.BurstBytesBuckets(); &burst_buckets == &st.burst_bytes) {
+    EmitHistogram(w, "bytes", "bytes", st.burst_bytes, 1.0, open_burst, st.burst_open_bytes.Get());
+  } else {  // write_size's buckets, which hold the open burst's one write
+    EmitHistogramOver(w, "bytes", "bytes", st.burst_bytes, burst_buckets, 1.0, open_burst, st.burst_open_bytes.Get());
+  }
   w->EndObject();
 
   w->Key("turns");
@@ -328,7 +341,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("count");
   w->Uint(st.turn_ticks.count());
   EmitHistogram(w, "ns", "ns", st.turn_ticks, ns_per_tick);
-  EmitHistogram(w, "sent_to_reply_ns", "ns", st.sent_to_reply_ticks, ns_per_tick);
+  EmitHistogramOver(w, "sent_to_reply_ns", "ns", st.sent_to_reply_ticks, st.SentToReplyBuckets(), ns_per_tick);
   w->EndObject();
 
   w->Key("reads");
@@ -337,7 +350,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Uint(st.read_calls.Get());
   w->Key("bytes");
   w->Uint(st.read_bytes.Get());
-  EmitApiCounts(w, st.read_by_api, static_cast<int>(ReadApi::kCount), ReadApiNameAt);
+  EmitApiCounts(w, st.read_by_api, ReadApiNameAt);
   EmitHistogram(w, "size", "bytes", st.read_size);
   w->Key("eof");
   w->Uint(st.read_eof.Get());

@@ -45,6 +45,25 @@ class TraceWriterTest : public ::testing::Test {
 
 TEST_F(TraceWriterTest, NothingToReportWritesNothing) { EXPECT_EQ(Serialize(), ""); }
 
+// Burst sizes borrow write_size's buckets while every burst is one write:
+// the trace still shows the closed bursts and the live socket's open one,
+// and the group after close the same.
+TEST_F(TraceWriterTest, BurstSizesReadTheSameWhenTheyBorrowWriteSizes) {
+  SocketState* s = g_table.Track(701, Client(81));
+  s->OnWrite(WriteApi::kSend, 5, 0, kScalarWrite, 100, 0);
+  s->OnRead(ReadApi::kRecv, 2, 0, false);
+  s->OnWrite(WriteApi::kSend, 300, 0, kScalarWrite, 200, 0);  // open
+  ASSERT_EQ(&s->stats.BurstBytesBuckets(), &s->stats.write_size);
+  const std::string bursts =
+      "\"bytes\":{\"unit\":\"bytes\",\"count\":2,\"sum\":305,\"min\":5,\"max\":300,\"sub_buckets\":128,"
+      "\"scale\":1,\"buckets\":[[5,1],[" + std::to_string(HistogramBucketOf(300)) + ",1]]}";
+  EXPECT_NE(Serialize().find(bursts), std::string::npos) << Serialize();
+  g_table.Release(701);
+  const std::string json = Serialize();
+  EXPECT_NE(json.find("\"kind\":\"group\""), std::string::npos);
+  EXPECT_NE(json.find(bursts), std::string::npos) << json;
+}
+
 TEST_F(TraceWriterTest, ALiveSocketAppearsWithItsCounts) {
   SocketState* s = g_table.Track(700, Client(80));
   s->OnWrite(WriteApi::kSend, 5, 0, kScalarWrite, 100, 0);
