@@ -105,6 +105,14 @@ struct PairSlot {
 
 StackSlot g_stacks[kStackSlots];
 PairSlot g_pairs[kPairSlots];
+// g_stack_order and g_pair_order list the claimed slots (slot + 1; 0 while
+// its claimer has not written it yet) in the order they were claimed: the
+// trace walks these few instead of both tables, whose 700 KB a forked
+// process that sampled a handful of writes would otherwise fault in at exit.
+std::atomic<uint32_t> g_stack_order[kStackSlots];
+std::atomic<uint32_t> g_pair_order[kPairSlots];
+std::atomic<uint32_t> g_stack_claims{0};
+std::atomic<uint32_t> g_pair_claims{0};
 std::atomic<uint32_t> g_stack_count{0};
 std::atomic<uint32_t> g_pair_count{0};
 std::atomic<uint64_t> g_sampled{0};
@@ -145,6 +153,8 @@ struct Module {
   char path[256];
   char build_id[41];
   uintptr_t base;
+  const ElfW(Phdr) * phdr;  // its program headers: the build id is read only for a module a stack uses
+  int phnum;
   int segments;
   uintptr_t lo[kMaxSegments], hi[kMaxSegments];
 };
@@ -228,7 +238,11 @@ int ClaimStack(uint64_t key, const uintptr_t* frames, int depth) {
         memcpy(slot.frames, frames, sizeof(uintptr_t) * static_cast<size_t>(depth));
         slot.depth = static_cast<uint32_t>(depth);
         slot.ready.store(1, std::memory_order_release);
-        return static_cast<int>((key + i) % kStackSlots);
+        const uint32_t index = (key + i) % kStackSlots;
+        // Every claim takes one free slot of the table: the list never overflows.
+        g_stack_order[g_stack_claims.fetch_add(1, std::memory_order_relaxed)].store(index + 1,
+                                                                                    std::memory_order_release);
+        return static_cast<int>(index);
       }
     }
     if (seen == key) return static_cast<int>((key + i) % kStackSlots);
@@ -295,6 +309,8 @@ PairSlot* ClaimPair(uint64_t cookie, uint32_t stack) {
         slot.cookie.store(cookie, std::memory_order_relaxed);
         slot.stack.store(stack, std::memory_order_relaxed);
         slot.ready.store(1, std::memory_order_release);
+        g_pair_order[g_pair_claims.fetch_add(1, std::memory_order_relaxed)].store(
+            static_cast<uint32_t>((home + i) % kPairSlots) + 1, std::memory_order_release);
         return &slot;
       }
     }
@@ -340,12 +356,12 @@ int FindSelf(dl_phdr_info* info, size_t, void*) {
 }
 
 // BuildId reads the module's NT_GNU_BUILD_ID note as hex, if it has one.
-void BuildId(const dl_phdr_info* info, char* out) {
+void BuildId(const Module& m, char* out) {
   out[0] = '\0';
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& p = info->dlpi_phdr[i];
+  for (int i = 0; i < m.phnum; ++i) {
+    const ElfW(Phdr)& p = m.phdr[i];
     if (p.p_type != PT_NOTE) continue;
-    const char* at = reinterpret_cast<const char*>(info->dlpi_addr + p.p_vaddr);
+    const char* at = reinterpret_cast<const char*>(m.base + p.p_vaddr);
     const char* end = at + p.p_memsz;
     while (at + sizeof(ElfW(Nhdr)) <= end) {
       const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(at);
@@ -389,7 +405,9 @@ int AddModule(dl_phdr_info* info, size_t, void*) {
     const ssize_t n = readlink("/proc/self/exe", m.path, sizeof(m.path) - 1);
     m.path[n > 0 ? n : 0] = '\0';
   }
-  BuildId(info, m.build_id);
+  m.phdr = info->dlpi_phdr;
+  m.phnum = info->dlpi_phnum;
+  m.build_id[0] = '\0';
   ++g_module_count;
   return 0;
 }
@@ -724,10 +742,16 @@ void EmitCallSites(JsonWriter* w) {
     return;
   }
   for (int i = 0; i < kMaxModules; ++i) g_module_used[i] = false;
-  for (uint32_t i = 0; i < kStackSlots; ++i) {
-    g_stack_index[i] = -1;
-    const StackSlot& s = g_stacks[i];
-    if (s.ready.load(std::memory_order_acquire) == 0) continue;
+  for (int32_t& index : g_stack_index) index = -1;
+  // The slots claimed so far, in claim order; one still being written is left out.
+  uint32_t claimed[kStackSlots];
+  uint32_t n_claimed = 0;
+  const uint32_t claims = g_stack_claims.load(std::memory_order_relaxed);
+  for (uint32_t c = 0; c < claims && c < kStackSlots; ++c) {
+    const uint32_t entry = g_stack_order[c].load(std::memory_order_acquire);
+    if (entry == 0 || g_stacks[entry - 1].ready.load(std::memory_order_acquire) == 0) continue;
+    claimed[n_claimed++] = entry - 1;
+    const StackSlot& s = g_stacks[entry - 1];
     for (uint32_t f = 0; f < s.depth; ++f) {
       const int m = ModuleOf(s.frames[f]);
       if (m >= 0) g_module_used[m] = true;
@@ -775,6 +799,7 @@ void EmitCallSites(JsonWriter* w) {
     module_index[i] = -1;
     if (!g_module_used[i]) continue;
     module_index[i] = next++;
+    BuildId(g_modules[i], g_modules[i].build_id);
     w->BeginObject();
     w->Key("path");
     w->String(g_modules[i].path);
@@ -790,9 +815,9 @@ void EmitCallSites(JsonWriter* w) {
   w->Key("stacks");
   w->BeginArray();
   int32_t stacks = 0;
-  for (uint32_t i = 0; i < kStackSlots; ++i) {
+  for (uint32_t c = 0; c < n_claimed; ++c) {
+    const uint32_t i = claimed[c];
     const StackSlot& s = g_stacks[i];
-    if (s.ready.load(std::memory_order_acquire) == 0) continue;
     g_stack_index[i] = stacks++;
     w->BeginObject();
     // frames: [module index, offset from its load base] each, the caller
@@ -843,7 +868,11 @@ void EmitSocketCallSites(JsonWriter* w, const SocketState& s, bool open) {
       }
     }
   } else {
-    for (const PairSlot& p : g_pairs) {
+    const uint32_t claims = g_pair_claims.load(std::memory_order_relaxed);
+    for (uint32_t c = 0; c < claims && c < kPairSlots; ++c) {
+      const uint32_t entry = g_pair_order[c].load(std::memory_order_acquire);
+      if (entry == 0) continue;
+      const PairSlot& p = g_pairs[entry - 1];
       if (p.ready.load(std::memory_order_acquire) != 0 && p.group.load(std::memory_order_relaxed) == &s) emit(p);
     }
   }
@@ -883,6 +912,10 @@ void CallSitesResetForTest() {
     p.estimated.store(0);
     p.estimated_bytes.store(0);
   }
+  for (auto& entry : g_stack_order) entry.store(0);
+  for (auto& entry : g_pair_order) entry.store(0);
+  g_stack_claims.store(0);
+  g_pair_claims.store(0);
   g_stack_count.store(0);
   g_pair_count.store(0);
   g_sampled.store(0);
