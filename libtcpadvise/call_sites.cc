@@ -6,6 +6,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -24,6 +25,7 @@
 #include "json_writer.h"
 #include "raw_log.h"
 #include "socket_state.h"
+#include "trace_writer.h"
 
 namespace tcpadvise {
 
@@ -412,6 +414,35 @@ int AddModule(dl_phdr_info* info, size_t, void*) {
   return 0;
 }
 
+// g_modules holds the modules as they were when the loader's counts of
+// loads and unloads were g_modules_adds and g_modules_subs.
+bool g_modules_valid = false;
+unsigned long long g_modules_adds = 0, g_modules_subs = 0;
+
+// LoaderCounts reads the loader's counts of loads and unloads (the first
+// module's dl_phdr_info carries them) and stops there.
+int LoaderCounts(dl_phdr_info* info, size_t size, void* counts) {
+  auto* out = static_cast<unsigned long long*>(counts);
+  if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+    out[0] = info->dlpi_adds;
+    out[1] = info->dlpi_subs;
+  }
+  return 1;
+}
+
+// TakeModuleSnapshot fills g_modules, unless no module was loaded or
+// unloaded since it last did.
+void TakeModuleSnapshot() {
+  unsigned long long counts[2] = {~0ull, ~0ull};
+  dl_iterate_phdr(LoaderCounts, counts);
+  if (g_modules_valid && counts[0] == g_modules_adds && counts[1] == g_modules_subs && counts[0] != ~0ull) return;
+  g_module_count = 0;
+  dl_iterate_phdr(AddModule, nullptr);
+  g_modules_adds = counts[0];
+  g_modules_subs = counts[1];
+  g_modules_valid = true;
+}
+
 // ModuleOf finds the module whose code holds pc; -1 when none does (JIT).
 int ModuleOf(uintptr_t pc) {
   for (int i = 0; i < g_module_count; ++i) {
@@ -617,6 +648,15 @@ void LoadUnwinder(const CallSiteSettings& settings) {
     set_caching_policy(*local_space, UNW_CACHE_PER_THREAD);
   }
   dl_iterate_phdr(FindSelf, nullptr);
+  // The modules now, in the process that starts sampling: a fork-per-
+  // connection server's children inherit them, and reread them only when a
+  // module was loaded or unloaded since (each module's headers are pages a
+  // child would otherwise fault in to write its trace).
+  // The trace writer's lock keeps g_modules its own, as when it writes (and
+  // keeps a fork from copying a snapshot half taken).
+  LockTraceWriter();
+  TakeModuleSnapshot();
+  UnlockTraceWriter();
   // One unwind now, while the process has one thread: libunwind sets itself
   // up lazily on first use (its signal mask, its caches), racing otherwise.
   void* frames[4];
@@ -727,9 +767,8 @@ void CallSitesFold(uint64_t cookie, const SocketState* group) {
 }
 
 void CallSitesPrepare() {
-  g_module_count = 0;
   if (g_stack_count.load(std::memory_order_relaxed) == 0) return;
-  dl_iterate_phdr(AddModule, nullptr);
+  TakeModuleSnapshot();
 }
 
 void EmitCallSites(JsonWriter* w) {

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness import skip_unless_installed
-from testlib import shim_path
+from testlib import load_traces, shim_path, sockets
 
 from tcpadvise.bench import servers as S
 from tcpadvise.bench.suites import POLICIES
@@ -80,6 +80,7 @@ def count_calls(server, arm, scratch):
         try:
             time.sleep(0.5)  # strace has attached
             _load(server, port)
+            time.sleep(1)  # the last PostgreSQL backend has written its trace and exited
         finally:
             tracer.send_signal(signal.SIGINT)
             tracer.wait(30)
@@ -88,7 +89,11 @@ def count_calls(server, arm, scratch):
         row = _ROW.match(line)
         if row and row[2] != "total":
             calls[row[2]] = int(row[1])
-    assert list(traces.glob("*.json")), f"{server.name} under {arm} wrote no trace: the shim did not run"
+    # Proof that the arm's policy ran: a compiled config the shim refused would leave it observing.
+    policies = [sock["policy"] for trace in load_traces(traces).values() for sock in sockets(trace, "server")
+                if "policy" in sock]
+    assert policies, f"{server.name} under {arm}: no server socket in the traces carries the policy"
+    assert all(arm in p["settings"] for p in policies) if arm != "observe" else True, policies
     return calls
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BenchError
-from ..policy.config import every_socket_config
+from ..policy.config import compiled_every_socket_config
 from ..record.shim import isolated_environment, shim_environment
 
 _CONNECTIONS = 4
@@ -265,8 +265,7 @@ def running(server: Server, directory: Path, policy: dict | None, shim: Path | N
     None: without the shim); yields the port, and stops the server however the block is left."""
     environment = isolated_environment()
     if policy is not None:
-        config = directory / "policy.yaml"
-        config.write_text(every_socket_config("bench", policy))
+        config = compiled_every_socket_config(directory, "bench", policy, shim)
         _give_to_owner_of(directory, traces, config)
         # Interval 0: the shim writes its trace at exit only, nothing in the measured time.
         environment = shim_environment(environment, shim, traces, 0)
