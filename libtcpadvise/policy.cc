@@ -353,6 +353,7 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
   if (p->settings->coalesce) {
     // One buffer (write, send) is the common small write: held inline.
     if (!special && iovcnt == 1 && HeldNow(p, iov, 1, iov[0].iov_len, nonblocking)) {
+      ReleaseIfFull(p, fd, nonblocking);
       GiveTurn(p);  // keeps errno
       return static_cast<ssize_t>(iov[0].iov_len);
     }
