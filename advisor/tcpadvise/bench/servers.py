@@ -84,6 +84,10 @@ class Server(abc.ABC):
         """The command prefix the server runs under (root runs it as itself)."""
         return []
 
+    def ready(self, port: int) -> bool:
+        """Whether the server, listening on port, answers its clients yet."""
+        return True
+
 
 class Redis(Server):
     name = "redis"
@@ -213,6 +217,13 @@ class Postgres(Server):
                 "-p", str(port), "-k", str(directory), "-c", "fsync=off", "-c", "synchronous_commit=off",
                 "-c", "full_page_writes=off", "-c", "logging_collector=off"]
 
+    def ready(self, port):
+        # PostgreSQL listens before it accepts sessions ("the database system is starting up"), the
+        # longer on a busy machine: pgbench's first connection would fail.
+        checked = subprocess.run([str(self._bin() / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port)],
+                                 capture_output=True, env=isolated_environment(), timeout=_READY_SECONDS, check=False)
+        return checked.returncode == 0
+
     def client(self, port, seconds):
         return ["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-C", "-S", "-n", "-c", "2",
                 "-T", str(max(1, round(seconds))), "postgres"]
@@ -288,8 +299,9 @@ def _wait_listening(server: Server, process: subprocess.Popen, port: int, direct
             raise BenchError(f"{server.name} exited with status {process.returncode} before listening: "
                              f"{_log_tail(directory)}")
         with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
+            listening = probe.connect_ex(("127.0.0.1", port)) == 0
+        if listening and server.ready(port):
+            return
         time.sleep(0.02)
     raise BenchError(f"{server.name} did not listen on port {port} within {_READY_SECONDS} s: {_log_tail(directory)}")
 
