@@ -37,11 +37,11 @@ def fixed_client(server: S.Server, port: int) -> tuple[list[str], "callable"]:
     """A client command that sends a fixed load, and how to read the requests it made."""
     if server.name == "redis":
         n = 20000
-        return (["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "4", "-n", str(n), "-t", "get", "-q"],
-                lambda out: n)
+        return (["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "4", "-n", str(n), "-t", "get",
+                 "-q"], lambda out: n)
     if server.name == "memcached":
-        return (["memcslap", f"--servers=127.0.0.1:{port}", "--concurrency=4", "--execute-number=5000", "--test=get"],
-                lambda out: int(re.search(r"Time to get\s+(\d+) keys", out)[1]))
+        return (["memcslap", f"--servers=127.0.0.1:{port}", "--concurrency=4", "--execute-number=5000",
+                 "--test=get"], lambda out: int(re.search(r"Time to get\s+(\d+) keys", out)[1]))
     if server.name == "nginx":
         return (["wrk", "-t1", "-c4", "-d2s", f"http://127.0.0.1:{port}/index.html"],
                 lambda out: int(re.search(r"(\d+) requests in", out)[1]))
@@ -71,7 +71,8 @@ def count(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
                                   stderr=subprocess.DEVNULL)
         time.sleep(0.5)
         command, requests_of = fixed_client(server, port)
-        out = subprocess.run(command, capture_output=True, text=True, env=isolated_environment(), timeout=300)
+        out = subprocess.run(command, capture_output=True, text=True, env=isolated_environment(),
+                             timeout=300)
         requests = requests_of(out.stdout)
         tracer.send_signal(signal.SIGINT)
         tracer.wait(30)
@@ -93,7 +94,8 @@ def _server_pids(server: S.Server, port: int) -> list[int]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shim", type=Path, required=True)
     parser.add_argument("--server", action="append", choices=[s.name for s in S.SERVERS])
     parser.add_argument("--arm", action="append", choices=ARMS)
@@ -124,7 +126,8 @@ def render(results: dict, arms: list[str]) -> str:
         rows = {arm: results[f"{server}:{arm}"] for arm in arms if f"{server}:{arm}" in results}
         names = sorted({name for r in rows.values() for name in r["calls"]},
                        key=lambda name: -max(r["calls"].get(name, 0) / r["requests"] for r in rows.values()))
-        lines.append("\n" + server + ": system calls per request (requests: " + ", ".join(f"{a} {r['requests']}" for a, r in rows.items()) + ")\n")
+        requests = ", ".join(f"{a} {r['requests']}" for a, r in rows.items())
+        lines.append(f"\n{server}: system calls per request (requests: {requests})\n")
         lines.append("| syscall | " + " | ".join(rows) + " |")
         lines.append("|---|" + "---:|" * len(rows))
         totals = {a: sum(r["calls"].values()) / r["requests"] for a, r in rows.items()}

@@ -44,16 +44,18 @@ def _http_gets(port, requests):
 def _load(server, port):
     """A fixed load: requests the client makes, the same under every arm."""
     if server.name == "redis":
-        subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "2", "-n", "2000", "-t", "get",
-                        "-q"], check=True, capture_output=True, env=isolated_environment(), timeout=60)
+        command = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "2", "-n", "2000",
+                   "-t", "get", "-q"]
+        subprocess.run(command, check=True, capture_output=True, env=isolated_environment(), timeout=60)
     elif server.name == "nginx":
         # Two connections, one after the other (nginx closes none before 1000 requests).
         _http_gets(port, 500)
         _http_gets(port, 500)
     else:
-        subprocess.run(["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-C", "-S", "-n", "-c", "1",
-                        "-t", "40", "postgres"], check=True, capture_output=True, env=isolated_environment(),
-                       timeout=120)
+        command = ["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-C", "-S", "-n",
+                   "-c", "1",
+                   "-t", "40", "postgres"]
+        subprocess.run(command, check=True, capture_output=True, env=isolated_environment(), timeout=120)
 
 
 def _listeners(port):
@@ -76,7 +78,8 @@ def count_calls(server, arm, scratch):
     with S.running(server, directory, POLICIES[arm], shim_path(), traces) as port:
         time.sleep(1)  # the readiness probe's connection (and PostgreSQL's backend for it) is over
         attach = [a for pid in _listeners(port) for task in _threads(pid) for a in ("-p", task.name)]
-        tracer = subprocess.Popen(["strace", "-f", "-c", "-o", str(summary), *attach], stderr=subprocess.DEVNULL)
+        tracer = subprocess.Popen(["strace", "-f", "-c", "-o", str(summary), *attach],
+                                  stderr=subprocess.DEVNULL)
         try:
             time.sleep(0.5)  # strace has attached
             _load(server, port)
@@ -104,13 +107,15 @@ SERVERS = {server.name: server for server in S.SERVERS}
 def test_one_write_bursts_get_no_added_system_call(name, monkeypatch):
     server = SERVERS[name]
     shim_environment = S.shim_environment
-    monkeypatch.setattr(S, "shim_environment", lambda *args: {**shim_environment(*args), "TCPADVISE_CALL_SITES": "off"})
+    monkeypatch.setattr(S, "shim_environment",
+                        lambda *args: {**shim_environment(*args), "TCPADVISE_CALL_SITES": "off"})
     if server.missing():
         pytest.skip(f"{name}: {server.missing()}")
     # Under /tmp, not tmp_path: PostgreSQL runs as its own user, who cannot traverse pytest's directories.
     with tempfile.TemporaryDirectory(prefix="tcpadvise-adaptive-") as scratch:
         counts = {arm: count_calls(server, arm, Path(scratch)) for arm in ("observe", "cork", "coalesce")}
     shim_calls = {arm: {call: calls.get(call, 0) for call in SHIM_CALLS} for arm, calls in counts.items()}
-    assert shim_calls["observe"]["write"] + shim_calls["observe"]["writev"] + shim_calls["observe"]["sendto"] > 0
+    observe = shim_calls["observe"]
+    assert observe["write"] + observe["writev"] + observe["sendto"] > 0, observe
     assert shim_calls["cork"] == shim_calls["observe"], shim_calls
     assert shim_calls["coalesce"] == shim_calls["observe"], shim_calls

@@ -221,7 +221,8 @@ class Postgres(Server):
         # PostgreSQL listens before it accepts sessions ("the database system is starting up"), the
         # longer on a busy machine: pgbench's first connection would fail.
         checked = subprocess.run([str(self._bin() / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port)],
-                                 capture_output=True, env=isolated_environment(), timeout=_READY_SECONDS, check=False)
+                                 capture_output=True, env=isolated_environment(), timeout=_READY_SECONDS,
+                                 check=False)
         return checked.returncode == 0
 
     def client(self, port, seconds):
