@@ -6,6 +6,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -25,6 +26,7 @@
 #include "json_writer.h"
 #include "raw_log.h"
 #include "socket_state.h"
+#include "trace_writer.h"
 
 namespace tcpadvise {
 
@@ -118,6 +120,13 @@ static_assert(kMaxPairs < 0xffff, "a pair's number + 1 fits the index");
 // g_pairs_claimed counts the pairs handed out (one a racing thread took but
 // did not publish stays unused); g_pair_count those published.
 std::atomic<uint32_t> g_pairs_claimed{0};
+// g_stack_order lists the claimed stack slots (slot + 1; 0 while its claimer
+// has not written it yet) in the order they were claimed: the trace walks
+// these few instead of the whole table, which a forked process that sampled
+// a handful of writes would otherwise fault in at exit (the pairs are dense
+// and in claim order already).
+std::atomic<uint32_t> g_stack_order[kStackSlots];
+std::atomic<uint32_t> g_stack_claims{0};
 std::atomic<uint32_t> g_stack_count{0};
 std::atomic<uint32_t> g_pair_count{0};
 std::atomic<uint64_t> g_sampled{0};
@@ -158,6 +167,8 @@ struct Module {
   char path[256];
   char build_id[41];
   uintptr_t base;
+  const ElfW(Phdr) * phdr;  // its program headers: the build id is read only for a module a stack uses
+  int phnum;
   int segments;
   uintptr_t lo[kMaxSegments], hi[kMaxSegments];
 };
@@ -241,7 +252,11 @@ int ClaimStack(uint64_t key, const uintptr_t* frames, int depth) {
         memcpy(slot.frames, frames, sizeof(uintptr_t) * static_cast<size_t>(depth));
         slot.depth = static_cast<uint32_t>(depth);
         slot.ready.store(1, std::memory_order_release);
-        return static_cast<int>((key + i) % kStackSlots);
+        const uint32_t index = (key + i) % kStackSlots;
+        // Every claim takes one free slot of the table: the list never overflows.
+        g_stack_order[g_stack_claims.fetch_add(1, std::memory_order_relaxed)].store(index + 1,
+                                                                                    std::memory_order_release);
+        return static_cast<int>(index);
       }
     }
     if (seen == key) return static_cast<int>((key + i) % kStackSlots);
@@ -364,12 +379,12 @@ int FindSelf(dl_phdr_info* info, size_t, void*) {
 }
 
 // BuildId reads the module's NT_GNU_BUILD_ID note as hex, if it has one.
-void BuildId(const dl_phdr_info* info, char* out) {
+void BuildId(const Module& m, char* out) {
   out[0] = '\0';
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& p = info->dlpi_phdr[i];
+  for (int i = 0; i < m.phnum; ++i) {
+    const ElfW(Phdr)& p = m.phdr[i];
     if (p.p_type != PT_NOTE) continue;
-    const char* at = reinterpret_cast<const char*>(info->dlpi_addr + p.p_vaddr);
+    const char* at = reinterpret_cast<const char*>(m.base + p.p_vaddr);
     const char* end = at + p.p_memsz;
     while (at + sizeof(ElfW(Nhdr)) <= end) {
       const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(at);
@@ -413,9 +428,40 @@ int AddModule(dl_phdr_info* info, size_t, void*) {
     const ssize_t n = readlink("/proc/self/exe", m.path, sizeof(m.path) - 1);
     m.path[n > 0 ? n : 0] = '\0';
   }
-  BuildId(info, m.build_id);
+  m.phdr = info->dlpi_phdr;
+  m.phnum = info->dlpi_phnum;
+  m.build_id[0] = '\0';
   ++g_module_count;
   return 0;
+}
+
+// g_modules holds the modules as they were when the loader's counts of
+// loads and unloads were g_modules_adds and g_modules_subs.
+bool g_modules_valid = false;
+unsigned long long g_modules_adds = 0, g_modules_subs = 0;
+
+// LoaderCounts reads the loader's counts of loads and unloads (the first
+// module's dl_phdr_info carries them) and stops there.
+int LoaderCounts(dl_phdr_info* info, size_t size, void* counts) {
+  auto* out = static_cast<unsigned long long*>(counts);
+  if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+    out[0] = info->dlpi_adds;
+    out[1] = info->dlpi_subs;
+  }
+  return 1;
+}
+
+// TakeModuleSnapshot fills g_modules, unless no module was loaded or
+// unloaded since it last did.
+void TakeModuleSnapshot() {
+  unsigned long long counts[2] = {~0ull, ~0ull};
+  dl_iterate_phdr(LoaderCounts, counts);
+  if (g_modules_valid && counts[0] == g_modules_adds && counts[1] == g_modules_subs && counts[0] != ~0ull) return;
+  g_module_count = 0;
+  dl_iterate_phdr(AddModule, nullptr);
+  g_modules_adds = counts[0];
+  g_modules_subs = counts[1];
+  g_modules_valid = true;
 }
 
 // ModuleOf finds the module whose code holds pc; -1 when none does (JIT).
@@ -623,6 +669,15 @@ void LoadUnwinder(const CallSiteSettings& settings) {
     set_caching_policy(*local_space, UNW_CACHE_PER_THREAD);
   }
   dl_iterate_phdr(FindSelf, nullptr);
+  // The modules now, in the process that starts sampling: a fork-per-
+  // connection server's children inherit them, and reread them only when a
+  // module was loaded or unloaded since (each module's headers are pages a
+  // child would otherwise fault in to write its trace).
+  // The trace writer's lock keeps g_modules its own, as when it writes (and
+  // keeps a fork from copying a snapshot half taken).
+  LockTraceWriter();
+  TakeModuleSnapshot();
+  UnlockTraceWriter();
   // One unwind now, while the process has one thread: libunwind sets itself
   // up lazily on first use (its signal mask, its caches), racing otherwise.
   void* frames[4];
@@ -734,9 +789,8 @@ void CallSitesFold(uint64_t cookie, const SocketState* group) {
 }
 
 void CallSitesPrepare() {
-  g_module_count = 0;
   if (g_stack_count.load(std::memory_order_relaxed) == 0) return;
-  dl_iterate_phdr(AddModule, nullptr);
+  TakeModuleSnapshot();
 }
 
 void EmitCallSites(JsonWriter* w) {
@@ -749,10 +803,16 @@ void EmitCallSites(JsonWriter* w) {
     return;
   }
   for (int i = 0; i < kMaxModules; ++i) g_module_used[i] = false;
-  for (uint32_t i = 0; i < kStackSlots; ++i) {
-    g_stack_index[i] = -1;
-    const StackSlot& s = g_stacks[i];
-    if (s.ready.load(std::memory_order_acquire) == 0) continue;
+  for (int32_t& index : g_stack_index) index = -1;
+  // The slots claimed so far, in claim order; one still being written is left out.
+  uint32_t claimed[kStackSlots];
+  uint32_t n_claimed = 0;
+  const uint32_t claims = g_stack_claims.load(std::memory_order_relaxed);
+  for (uint32_t c = 0; c < claims && c < kStackSlots; ++c) {
+    const uint32_t entry = g_stack_order[c].load(std::memory_order_acquire);
+    if (entry == 0 || g_stacks[entry - 1].ready.load(std::memory_order_acquire) == 0) continue;
+    claimed[n_claimed++] = entry - 1;
+    const StackSlot& s = g_stacks[entry - 1];
     for (uint32_t f = 0; f < s.depth; ++f) {
       const int m = ModuleOf(s.frames[f]);
       if (m >= 0) g_module_used[m] = true;
@@ -800,6 +860,7 @@ void EmitCallSites(JsonWriter* w) {
     module_index[i] = -1;
     if (!g_module_used[i]) continue;
     module_index[i] = next++;
+    BuildId(g_modules[i], g_modules[i].build_id);
     w->BeginObject();
     w->Key("path");
     w->String(g_modules[i].path);
@@ -815,9 +876,9 @@ void EmitCallSites(JsonWriter* w) {
   w->Key("stacks");
   w->BeginArray();
   int32_t stacks = 0;
-  for (uint32_t i = 0; i < kStackSlots; ++i) {
+  for (uint32_t c = 0; c < n_claimed; ++c) {
+    const uint32_t i = claimed[c];
     const StackSlot& s = g_stacks[i];
-    if (s.ready.load(std::memory_order_acquire) == 0) continue;
     g_stack_index[i] = stacks++;
     w->BeginObject();
     // frames: [module index, offset from its load base] each, the caller
@@ -915,6 +976,8 @@ void CallSitesResetForTest() {
   }
   for (std::atomic<uint16_t>& number : g_pair_index) number.store(0);
   g_pairs_claimed.store(0);
+  for (auto& entry : g_stack_order) entry.store(0);
+  g_stack_claims.store(0);
   g_stack_count.store(0);
   g_pair_count.store(0);
   g_sampled.store(0);

@@ -113,7 +113,9 @@ void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind);
 void CallSitesFold(uint64_t cookie, const SocketState* group);
 
 // CallSitesPrepare snapshots the loaded modules (dl_iterate_phdr) for the
-// next EmitCallSites; called without the socket table's lock, which a
+// next EmitCallSites, unless none was loaded or unloaded since the last
+// snapshot (taken first when sampling starts, inherited by fork children);
+// called with the trace writer's lock and without the socket table's lock, which a
 // thread inside dlopen may wait for.
 void CallSitesPrepare();
 

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "clock.h"
+#include "errno_saver.h"
 #include "held_set.h"
 #include "private_alloc.h"
 #include "real_libc.h"
@@ -231,6 +232,12 @@ ssize_t SignalWrite(PolicyState* p, const iovec* iov, int iovcnt, ssize_t (*pass
   return readable ? static_cast<ssize_t>(n) : passthrough(context);
 }
 
+void ReleaseFullSlow(PolicyState* p, int fd, bool nonblocking) {
+  ErrnoSaver errno_saver;  // the application's write succeeded whatever this flush meets
+  Flush(p, fd, FlushCause::kLimit, !nonblocking);
+  if (!HoldsSomething(p)) RemoveFromHeldSet(p);
+}
+
 ssize_t CoalesceWrite(PolicyState* p, int fd, const iovec* iov, int iovcnt, int flags, bool special,
                       ssize_t (*passthrough)(void*), void* context) {
   if (p->pending_errno != 0) {
@@ -251,7 +258,10 @@ ssize_t CoalesceWrite(PolicyState* p, int fd, const iovec* iov, int iovcnt, int 
   const uint32_t held = p->held.load(std::memory_order_relaxed);
   if (n == 0) return PassAfterHeld(p, fd, nonblocking, passthrough, context);
   if (n <= p->capacity && held + n <= p->capacity && (!nonblocking || p->nonblocking_ok) && HeldSetHasRoom(p)) {
-    if (Append(p, iov, iovcnt)) return static_cast<ssize_t>(n);
+    if (Append(p, iov, iovcnt)) {
+      ReleaseIfFull(p, fd, nonblocking);
+      return static_cast<ssize_t>(n);
+    }
     return PassAfterHeld(p, fd, nonblocking, passthrough, context);  // the kernel answers EFAULT
   }
   const ssize_t sent = SendHeldThen(p, fd, iov, iovcnt, flags, nonblocking);

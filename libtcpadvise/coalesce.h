@@ -62,6 +62,16 @@ inline bool HeldNow(PolicyState* p, const iovec* iov, int iovcnt, size_t n, bool
          HeldSetHasRoom(p) && Append(p, iov, iovcnt);
 }
 
+// ReleaseIfFull sends what p holds once it fills the buffer (max_bytes, one
+// segment by default) rather than at the next read, wait or write: a full
+// segment gains nothing from waiting, and the program may compute a while
+// before its next call. On a socket that must not block, what the kernel
+// has no room for stays held for the deadline thread.
+void ReleaseFullSlow(PolicyState* p, int fd, bool nonblocking);
+inline void ReleaseIfFull(PolicyState* p, int fd, bool nonblocking) {
+  if (__builtin_expect(p->held.load(std::memory_order_relaxed) >= p->capacity, 0)) ReleaseFullSlow(p, fd, nonblocking);
+}
+
 // CoalesceWrite runs one application write under coalesce.
 ssize_t CoalesceWrite(PolicyState* p, int fd, const iovec* iov, int iovcnt, int flags, bool special,
                       ssize_t (*passthrough)(void*), void* context);

@@ -54,6 +54,26 @@ TEST(CoalesceTest, AWriteBeyondTheBufferGoesAfterWhatIsHeld) {
   FreeBuffers(&f.state);
 }
 
+TEST(CoalesceTest, AFullBufferGoesAtOnce) {
+  PolicyFixture f(true);  // max_bytes 1000
+  const std::string first(600, 'a'), second(400, 'b');
+  EXPECT_EQ(Write(f, first.data(), first.size()), 600);
+  EXPECT_EQ(f.state.held.load(), 600u);
+  EXPECT_EQ(f.pair.ReadAvailable(50), "");
+  // The write that fills the buffer sends it, with no read or wait to come.
+  EXPECT_EQ(Write(f, second.data(), second.size()), 400);
+  EXPECT_EQ(f.state.held.load(), 0u);
+  EXPECT_FALSE(f.state.in_held_set);
+  EXPECT_EQ(f.pair.ReadAvailable(), first + second);
+  EXPECT_EQ(f.socket.stats.policy_counters()->flushes[static_cast<int>(FlushCause::kLimit)].Get(), 1u);
+  // The next small write is held again.
+  EXPECT_EQ(Write(f, "c", 1), 1);
+  EXPECT_EQ(f.state.held.load(), 1u);
+  EXPECT_EQ(f.pair.ReadAvailable(50), "");
+  RemoveFromHeldSet(&f.state);
+  FreeBuffers(&f.state);
+}
+
 TEST(CoalesceTest, BadBufferIsNeverHeldAndGetsTheKernelsEfault) {
   PolicyFixture f(true);
   EXPECT_EQ(Write(f, "ok", 2), 2);

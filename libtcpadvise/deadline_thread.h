@@ -19,12 +19,17 @@ bool StartDeadlineThread();
 // when it cannot start, after turning the policy off for the process
 // (PolicyFailOpen): held bytes would wait for the application's next call.
 // It tries a small stack first, then the default size (a program with a
-// large thread-local area leaves a small stack no room).
+// large thread-local area leaves a small stack no room). The policy calls it
+// at the first write it acts on: a process whose writes all pass straight
+// through never starts the thread.
 inline bool EnsureDeadlineThread() {
   const int state = g_deadline_thread_state.load(std::memory_order_acquire);
   if (__builtin_expect(state == 1, 1)) return true;
   return state == 0 && StartDeadlineThread();
 }
+
+// DeadlineThreadRunning tells whether the thread has started in this process.
+inline bool DeadlineThreadRunning() { return g_deadline_thread_state.load(std::memory_order_acquire) == 1; }
 
 // WakeDeadlineThread wakes the thread if it sleeps for want of held bytes.
 void WakeDeadlineThread();

@@ -280,7 +280,7 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   p->settings = &settings;
   p->socket = s;
   p->fd.store(fd, std::memory_order_relaxed);
-  p->cookie = SocketCookie(fd);
+  p->cookie = s->id.cookie;  // read when the socket was tracked: no second getsockopt
   p->gone.store(false, std::memory_order_relaxed);
   p->held.store(0, std::memory_order_relaxed);
   p->overflow_length.store(0, std::memory_order_relaxed);
@@ -315,9 +315,37 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
     if (app_iov && !CopyFromApp(local, iov, sizeof(iovec) * static_cast<size_t>(iovcnt))) return passthrough(context);
     return SignalWrite(p, app_iov ? local : iov, iovcnt, passthrough, context);
   }
-  if (__builtin_expect(PolicyOff() || p->gone.load(std::memory_order_relaxed) || !EnsureDeadlineThread(), 0)) {
+  if (__builtin_expect(PolicyOff() || p->gone.load(std::memory_order_relaxed), 0)) {
     if (HoldsSomething(p)) ReleaseSocket(s, fd, FlushCause::kPassthrough);
     return passthrough(context);
+  }
+  const bool nonblocking = s->nonblocking.load(std::memory_order_relaxed) || (flags & MSG_DONTWAIT) != 0;
+  if (!TakeWriterTurn(p, nonblocking)) {
+    errno = EAGAIN;
+    return -1;
+  }
+  p->fd.store(fd, std::memory_order_relaxed);
+  // A write the adaptive rule lets through costs the turn and the rule: no
+  // copy of its iovecs, and no deadline thread in a process (a forked
+  // backend, say) whose sockets only ever write once a burst.
+  if (p->settings->adaptive && !AdaptActs(p)) {
+    GiveTurn(p);  // keeps errno
+    return passthrough(context);
+  }
+  if (__builtin_expect(!DeadlineThreadRunning(), 0)) {
+    // The first write the policy acts on starts the thread, with no turn
+    // held (a failure to start releases every socket); the write is then
+    // acted on as the rule decided.
+    GiveTurn(p);
+    if (!EnsureDeadlineThread()) {
+      if (HoldsSomething(p)) ReleaseSocket(s, fd, FlushCause::kPassthrough);
+      return passthrough(context);
+    }
+    if (!TakeWriterTurn(p, nonblocking)) {
+      errno = EAGAIN;
+      return -1;
+    }
+    p->fd.store(fd, std::memory_order_relaxed);
   }
   // The iovecs of writev and sendmsg are the application's: read safely.
   iovec local[kMaxHeldIovecs];
@@ -328,20 +356,11 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
     }
     iov = local;
   }
-  const bool nonblocking = s->nonblocking.load(std::memory_order_relaxed) || (flags & MSG_DONTWAIT) != 0;
-  if (!TakeWriterTurn(p, nonblocking)) {
-    errno = EAGAIN;
-    return -1;
-  }
-  p->fd.store(fd, std::memory_order_relaxed);
-  if (p->settings->adaptive && !AdaptActs(p)) {
-    GiveTurn(p);  // keeps errno
-    return passthrough(context);
-  }
   ssize_t result;
   if (p->settings->coalesce) {
     // One buffer (write, send) is the common small write: held inline.
     if (!special && iovcnt == 1 && HeldNow(p, iov, 1, iov[0].iov_len, nonblocking)) {
+      ReleaseIfFull(p, fd, nonblocking);
       GiveTurn(p);  // keeps errno
       return static_cast<ssize_t>(iov[0].iov_len);
     }

@@ -133,7 +133,11 @@ void SocketTable::Retire(int fd, SocketState* s, bool fd_is_live, int gone_errno
     return;
   }
   PolicySocketGone(s, gone_errno);
-  if (fd_is_live) s->ReadKernelState(fd);
+  // A socket this process never read or wrote and did not connect (a fork
+  // parent's copy of a connection its child serves, a child's inherited
+  // listener) has no figures of its own: its seven getsockopt calls would
+  // sit on the accept loop of a fork-per-connection server.
+  if (fd_is_live && (s->stats.Active() || s->id.role == Role::kClient)) s->ReadKernelState(fd);
   if (s->stats.burst_open_writes.Get() != 0) s->CloseBurst();
   s->lifetime_ticks = ReadTicks() - s->opened_ticks;
   // A fork parent closing its copy of a connection the child serves did not

@@ -84,11 +84,13 @@ def _no_more_threads():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the program as nobody with RLIMIT_NPROC=1")
-@pytest.mark.parametrize("policy", ["cork", "coalesce"])
+@pytest.mark.parametrize("policy", ["cork-fixed", "coalesce-fixed"])
 def test_deadline_thread_that_cannot_start_fails_open(policy):
     """No thread can start (RLIMIT_NPROC reached): the policy turns itself
     off, warns once, says so in the trace, and every byte passes through
-    unchanged with the same results as without the shim."""
+    unchanged with the same results as without the shim. The fixed forms act
+    from the first write, hence start the thread; the adaptive ones start it
+    only for a multi-write burst (test_adaptive_one_write_bursts_start_no_thread)."""
     outs = {}
     # nobody must reach the config and the trace directory.
     with tempfile.TemporaryDirectory(prefix="tcpadvise-failopen-") as shared:

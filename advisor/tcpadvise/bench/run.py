@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .. import schemas
 from ..errors import BenchError, LoadgenNotFoundError, ShimNotFoundError
-from ..policy.config import every_socket_config
+from ..policy.config import compiled_every_socket_config
 from ..record.shim import find_helper, find_shim, isolated_environment, shim_environment
 from ..rules.calibration import CALIBRATION_SCHEMA
 from .netns import PROFILES, failure_reason, veth_pair
@@ -234,8 +234,7 @@ def run_arm(loadgen: Path, path: NetworkPath, arm: Arm, shim: Path | None, scrat
     """One run of one arm: the load generator's JSON document."""
     environment = isolated_environment()
     if arm.policy is not None:
-        config = scratch / f"{arm.key}.yaml"
-        config.write_text(every_socket_config(arm.key, arm.policy))
+        config = compiled_every_socket_config(scratch, arm.key, arm.policy, shim)
         traces = scratch / "traces"
         traces.mkdir(exist_ok=True)
         # Interval 0: the shim writes its trace at exit only, nothing in the measured time.

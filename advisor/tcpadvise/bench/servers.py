@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BenchError
-from ..policy.config import every_socket_config
+from ..policy.config import compiled_every_socket_config
 from ..record.shim import isolated_environment, shim_environment
 
 _CONNECTIONS = 4
@@ -83,6 +83,10 @@ class Server(abc.ABC):
     def run_as(self) -> list[str]:
         """The command prefix the server runs under (root runs it as itself)."""
         return []
+
+    def ready(self, port: int) -> bool:
+        """Whether the server, listening on port, answers its clients yet."""
+        return True
 
 
 class Redis(Server):
@@ -213,6 +217,14 @@ class Postgres(Server):
                 "-p", str(port), "-k", str(directory), "-c", "fsync=off", "-c", "synchronous_commit=off",
                 "-c", "full_page_writes=off", "-c", "logging_collector=off"]
 
+    def ready(self, port):
+        # PostgreSQL listens before it accepts sessions ("the database system is starting up"), the
+        # longer on a busy machine: pgbench's first connection would fail.
+        checked = subprocess.run([str(self._bin() / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port)],
+                                 capture_output=True, env=isolated_environment(), timeout=_READY_SECONDS,
+                                 check=False)
+        return checked.returncode == 0
+
     def client(self, port, seconds):
         return ["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-C", "-S", "-n", "-c", "2",
                 "-T", str(max(1, round(seconds))), "postgres"]
@@ -265,8 +277,7 @@ def running(server: Server, directory: Path, policy: dict | None, shim: Path | N
     None: without the shim); yields the port, and stops the server however the block is left."""
     environment = isolated_environment()
     if policy is not None:
-        config = directory / "policy.yaml"
-        config.write_text(every_socket_config("bench", policy))
+        config = compiled_every_socket_config(directory, "bench", policy, shim)
         _give_to_owner_of(directory, traces, config)
         # Interval 0: the shim writes its trace at exit only, nothing in the measured time.
         environment = shim_environment(environment, shim, traces, 0)
@@ -289,8 +300,9 @@ def _wait_listening(server: Server, process: subprocess.Popen, port: int, direct
             raise BenchError(f"{server.name} exited with status {process.returncode} before listening: "
                              f"{_log_tail(directory)}")
         with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
+            listening = probe.connect_ex(("127.0.0.1", port)) == 0
+        if listening and server.ready(port):
+            return
         time.sleep(0.02)
     raise BenchError(f"{server.name} did not listen on port {port} within {_READY_SECONDS} s: {_log_tail(directory)}")
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import ConfigError, PolicyWriteError, RecordError
-from ..record.shim import find_helper
+from ..record.shim import SHIM_ENV, find_helper
 from ..resources import doc_path
 from ..safefile import write_atomically
 
@@ -60,13 +60,15 @@ class ConfigCheck:
     lines: list[str]
 
 
-def _checker_for(path: Path) -> Path:
-    """The shim's config checker, once path is known to be a file it can read."""
+def _checker_for(path: Path, shim: Path | None = None) -> Path:
+    """The shim's config checker (the one beside `shim` if given), once path is known to be a file
+    it can read."""
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory, not a config file")
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
-    return find_helper(CHECKER_NAME, None, os.environ, ConfigError)
+    environ = {**os.environ, SHIM_ENV: str(shim)} if shim is not None else os.environ
+    return find_helper(CHECKER_NAME, None, environ, ConfigError)
 
 
 def check_config(path: Path) -> ConfigCheck:
@@ -100,15 +102,27 @@ def write_policy_file(out_dir: Path, config: str) -> Path:
     return path
 
 
-def compile_config(path: Path) -> bytes:
-    """The compiled form of a config, made by the shim's own parser (ConfigError listing every
-    mistake when the config is not valid)."""
-    checker = _checker_for(path)
+def compile_config(path: Path, shim: Path | None = None) -> bytes:
+    """The compiled form of a config, made by the shim's own parser (the parser of the build of
+    `shim` if given: a compiled config belongs to one build; ConfigError listing every mistake when
+    the config is not valid)."""
+    checker = _checker_for(path, shim)
     result = subprocess.run([str(checker), "--compile", str(path)], capture_output=True, check=False)
     if result.returncode != 0:
         problems = result.stderr.decode(errors="replace").splitlines()
         raise ConfigError.from_problems(problems or [f"{path}: invalid"], str(path))
     return result.stdout
+
+
+def compiled_every_socket_config(directory: Path, name: str, policy: str | dict, shim: Path) -> Path:
+    """DIRECTORY/NAME.compiled: `policy` on every socket (every_socket_config), compiled for `shim`
+    as `tcpadvise record --policy` hands it to every process of a run, so that a process loads it in
+    one read rather than bringing in the YAML parser (yaml-cpp, libstdc++)."""
+    source = directory / f"{name}.yaml"
+    source.write_text(every_socket_config(name, policy))
+    compiled = directory / f"{name}.compiled"
+    compiled.write_bytes(compile_config(source, shim))
+    return compiled
 
 
 def resolve_policy(value: str, out_dir: Path) -> Path:

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""server_syscalls: the system calls a real server makes per request under each policy (issue 16).
+
+Throughput on a shared machine is noisy; a count of system calls is not. For each server of
+`tcpadvise bench servers` (redis, memcached, nginx, PostgreSQL with pgbench -C) and each arm (no
+shim, observe, adaptive cork and coalesce), this starts the server as the bench does, attaches
+`strace -f -c` to every thread of it, sends a fixed number of requests with the usual client, and
+divides each system call's count by the requests the client counted.
+
+    PYTHONPATH=advisor python3 bench/server_syscalls.py --shim build/preload/libtcpadvise.so \
+        [--server nginx ...] [--arm observe ...] [-o bench/results/server-syscalls.md]
+
+Needs strace and root (ptrace of a server that runs as another user). Counts of the waits
+(epoll_wait, poll) depend on timing; the per-connection and per-write calls do not.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tcpadvise.bench import servers as S
+from tcpadvise.bench.suites import POLICIES
+from tcpadvise.record.shim import isolated_environment
+
+ARMS = ("baseline", "observe", "cork", "coalesce")
+_ROW = re.compile(r"^\s*[0-9.]+\s+[0-9.]+\s+\d+\s+(\d+)\s+(?:(\d+)\s+)?(\w+)\s*$")
+
+
+def fixed_client(server: S.Server, port: int) -> tuple[list[str], "callable"]:
+    """A client command that sends a fixed load, and how to read the requests it made."""
+    if server.name == "redis":
+        n = 20000
+        return (["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "4", "-n", str(n), "-t", "get",
+                 "-q"], lambda out: n)
+    if server.name == "memcached":
+        return (["memcslap", f"--servers=127.0.0.1:{port}", "--concurrency=4", "--execute-number=5000",
+                 "--test=get"], lambda out: int(re.search(r"Time to get\s+(\d+) keys", out)[1]))
+    if server.name == "nginx":
+        return (["wrk", "-t1", "-c4", "-d2s", f"http://127.0.0.1:{port}/index.html"],
+                lambda out: int(re.search(r"(\d+) requests in", out)[1]))
+    if server.name == "postgres":
+        n = 300
+        return (["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-C", "-S", "-n", "-c", "2",
+                 "-t", str(n // 2), "postgres"], lambda out: n)
+    raise ValueError(server.name)
+
+
+def tasks(pid: int) -> list[str]:
+    """The threads of pid ([] once it is gone: a PostgreSQL backend of the readiness probe)."""
+    try:
+        return sorted(os.listdir(f"/proc/{pid}/task"))
+    except FileNotFoundError:
+        return []
+
+
+def count(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
+    directory = S._prepared(server, scratch)
+    policy = POLICIES[arm]
+    traces = Path(tempfile.mkdtemp(prefix="traces-", dir=directory))
+    with S.running(server, directory, policy, shim if policy is not None else None, traces) as port:
+        summary = directory / f"strace-{arm}.txt"
+        attach = [a for pid in _server_pids(server, port) for t in tasks(pid) for a in ("-p", t)]
+        tracer = subprocess.Popen(["strace", "-f", "-c", "-o", str(summary), *attach],
+                                  stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        command, requests_of = fixed_client(server, port)
+        out = subprocess.run(command, capture_output=True, text=True, env=isolated_environment(),
+                             timeout=300)
+        requests = requests_of(out.stdout)
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait(30)
+    calls = {}
+    for line in summary.read_text().splitlines():
+        row = _ROW.match(line)
+        if row and row[3] != "total":
+            calls[row[3]] = int(row[1])
+    return {"requests": requests, "calls": calls}
+
+
+def _server_pids(server: S.Server, port: int) -> list[int]:
+    """The processes listening on port (nginx: its master and worker)."""
+    out = subprocess.run(["ss", "-Htlnp", f"sport = :{port}"], capture_output=True, text=True).stdout
+    pids = [int(p) for p in re.findall(r"pid=(\d+)", out)]
+    if not pids:
+        raise RuntimeError(f"{server.name}: no listener on {port}")
+    return sorted(set(pids))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shim", type=Path, required=True)
+    parser.add_argument("--server", action="append", choices=[s.name for s in S.SERVERS])
+    parser.add_argument("--arm", action="append", choices=ARMS)
+    parser.add_argument("-o", "--output", type=Path)
+    args = parser.parse_args()
+    chosen = [s for s in S.SERVERS if not args.server or s.name in args.server]
+    arms = args.arm or list(ARMS)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="server-syscalls-") as scratch:
+        for server in chosen:
+            if server.missing():
+                print(f"{server.name}: {server.missing()}", file=sys.stderr)
+                continue
+            for arm in arms:
+                results[f"{server.name}:{arm}"] = count(server, arm, args.shim.resolve(), Path(scratch))
+                print(f"{server.name}:{arm} done", file=sys.stderr)
+    text = render(results, arms)
+    print(text)
+    if args.output:
+        args.output.write_text(text)
+        args.output.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+def render(results: dict, arms: list[str]) -> str:
+    lines = []
+    for server in dict.fromkeys(key.split(":")[0] for key in results):
+        rows = {arm: results[f"{server}:{arm}"] for arm in arms if f"{server}:{arm}" in results}
+        names = sorted({name for r in rows.values() for name in r["calls"]},
+                       key=lambda name: -max(r["calls"].get(name, 0) / r["requests"] for r in rows.values()))
+        requests = ", ".join(f"{a} {r['requests']}" for a, r in rows.items())
+        lines.append(f"\n{server}: system calls per request (requests: {requests})\n")
+        lines.append("| syscall | " + " | ".join(rows) + " |")
+        lines.append("|---|" + "---:|" * len(rows))
+        totals = {a: sum(r["calls"].values()) / r["requests"] for a, r in rows.items()}
+        lines.append("| **all** | " + " | ".join(f"**{totals[a]:.2f}**" for a in rows) + " |")
+        for name in names:
+            per = [r["calls"].get(name, 0) / r["requests"] for r in rows.values()]
+            if max(per) < 0.005:
+                continue
+            lines.append(f"| {name} | " + " | ".join(f"{v:.2f}" for v in per) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
