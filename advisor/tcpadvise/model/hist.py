@@ -166,3 +166,73 @@ def _indexed(histogram: dict) -> bool:
 
 def _clamp(value: float, lowest: float, highest: float) -> float:
     return max(lowest, min(value, highest))
+
+
+class Sum:
+    """merge() one histogram at a time: add() each, result() is merge() of all of them, without
+    keeping them (a socket group's histograms are summed as its sockets are read)."""
+
+    def __init__(self):
+        self._added = 0
+        self._first: dict | None = None
+        self._units: set = set()
+        self._count = self._sum = 0
+        self._min = self._max = None
+        self._layouts: set = set()  # (sub_buckets, scale) of the non-empty indexed ones
+        self._by_layout: dict[tuple, Counter] = {}
+        self._by_range: Counter = Counter()
+        self._ranged = False
+        self._fine: set = set()
+        self._all_fine = True
+
+    def add(self, histogram: dict) -> None:
+        self._added += 1
+        if self._added == 1:
+            self._first = histogram
+        self._units.add(histogram["unit"])
+        self._count += histogram["count"]
+        self._sum += histogram["sum"]
+        if histogram["count"]:
+            self._min = histogram["min"] if self._min is None else min(self._min, histogram["min"])
+            self._max = histogram["max"] if self._max is None else max(self._max, histogram["max"])
+        if "sub_buckets" in histogram:
+            self._fine.add(histogram["sub_buckets"])
+        else:
+            self._all_fine = False
+        if _indexed(histogram):
+            layout = (histogram["sub_buckets"], histogram["scale"])
+            if histogram["count"]:
+                self._layouts.add(layout)
+            counter = self._by_layout.get(layout)
+            if counter is None:
+                counter = self._by_layout[layout] = Counter()
+            for index, count in histogram["buckets"]:
+                counter[index] += count
+        else:
+            self._ranged = True
+            for low, high, count in histogram["buckets"]:
+                self._by_range[(low, high)] += count
+
+    def result(self) -> dict:
+        if self._added == 1:
+            return merge([self._first])
+        if len(self._units) != 1:
+            raise ValueError(f"cannot merge histograms of units {sorted(self._units)}")
+        merged = {"unit": next(iter(self._units)), "count": self._count, "sum": self._sum,
+                  "min": 0 if self._min is None else self._min, "max": 0 if self._max is None else self._max}
+        if not self._ranged and len(self._layouts) <= 1:
+            sub_buckets, scale = next(iter(self._layouts)) if self._layouts else (
+                self._first["sub_buckets"], self._first["scale"])
+            by_index: Counter[int] = Counter()
+            for counter in self._by_layout.values():
+                by_index.update(counter)
+            return merged | {"sub_buckets": sub_buckets, "scale": scale,
+                             "buckets": [[index, count] for index, count in sorted(by_index.items())]}
+        by_range = Counter(self._by_range)
+        for (sub_buckets, scale), counter in self._by_layout.items():
+            for index, count in counter.items():
+                by_range[(_scaled(bucket_low(index, sub_buckets), scale),
+                          _scaled(bucket_high(index, sub_buckets), scale))] += count
+        if self._fine and len(self._fine) == 1 and self._all_fine:
+            merged["sub_buckets"] = next(iter(self._fine))
+        return merged | {"buckets": [[low, high, count] for (low, high), count in sorted(by_range.items())]}

@@ -71,20 +71,63 @@ def merge_sockets(sockets: Iterable[dict]) -> dict:
 
     Counts are summed, histograms merged, per-API and per-errno tables added key by key.
     """
-    sockets = list(sockets)
-    merged = {section: _merge_values([socket[section] for socket in sockets]) for section in _FIGURE_SECTIONS}
-    merged["connections"] = sum(socket["connections"] for socket in sockets)
-    return merged
+    total = SocketsSum()
+    for socket in sockets:
+        total.add(socket)
+    return total.result()
 
 
-def _merge_values(values: list):
-    first = values[0]
-    if isinstance(first, dict) and "buckets" in first:
-        return hist.merge(values)
-    if isinstance(first, dict):
-        keys = dict.fromkeys(key for value in values for key in value)
-        return {key: _merge_values([value[key] for value in values if key in value]) for key in keys}
-    return sum(values)
+class SocketsSum:
+    """merge_sockets one socket at a time: add() each, result() is merge_sockets of all of them."""
+
+    def __init__(self):
+        self._sections = {section: _Total() for section in _FIGURE_SECTIONS}
+        self._connections = 0
+
+    def add(self, socket: dict) -> None:
+        for section, total in self._sections.items():
+            total.add(socket[section])
+        self._connections += socket["connections"]
+
+    def result(self) -> dict:
+        merged = {section: total.result() for section, total in self._sections.items()}
+        merged["connections"] = self._connections
+        return merged
+
+
+class _Total:
+    """The sum of values of one place in the sockets: a histogram (hist.Sum), a table (key by key, in
+    order of first appearance) or a number; what it is, the first value says."""
+
+    def __init__(self):
+        self._kind = None
+        self._value = None
+
+    def add(self, value) -> None:
+        if self._kind is None:
+            if isinstance(value, dict) and "buckets" in value:
+                self._kind, self._value = "histogram", hist.Sum()
+            elif isinstance(value, dict):
+                self._kind, self._value = "table", {}
+            else:
+                self._kind, self._value = "number", 0
+        if self._kind == "histogram":
+            self._value.add(value)
+        elif self._kind == "table":
+            for key, item in value.items():
+                total = self._value.get(key)
+                if total is None:
+                    total = self._value[key] = _Total()
+                total.add(item)
+        else:
+            self._value += value
+
+    def result(self):
+        if self._kind == "histogram":
+            return self._value.result()
+        if self._kind == "table":
+            return {key: total.result() for key, total in self._value.items()}
+        return self._value
 
 
 def _percentile(histogram: dict, fraction: float) -> float | None:

@@ -299,8 +299,20 @@ def _build_id_of(modules: list[dict], raw: list, frames: list[dict], named: dict
 
 def merge_call_sites(lists: list[list[dict]]) -> list[dict]:
     """Call sites of several sockets added together by site (function, file, line, module, offset)."""
-    merged: dict[tuple, dict] = {}
+    total = CallSitesSum()
     for sites in lists:
+        total.add(sites)
+    return total.result()
+
+
+class CallSitesSum:
+    """merge_call_sites one socket's sites at a time: add() each list, result() is their merge."""
+
+    def __init__(self):
+        self._merged: dict[tuple, dict] = {}
+
+    def add(self, sites: list[dict]) -> None:
+        merged = self._merged
         for site in sites:
             key = (site["function"], site["file"], site["line"], site["module"], site["offset"])
             if key not in merged:
@@ -308,7 +320,9 @@ def merge_call_sites(lists: list[list[dict]]) -> list[dict]:
             else:
                 for count in ("writes", "bytes", "sampled_writes", "first_of_burst"):
                     merged[key][count] += site[count]
-    return sorted(merged.values(), key=lambda site: -site["writes"])
+
+    def result(self) -> list[dict]:
+        return sorted(self._merged.values(), key=lambda site: -site["writes"])
 
 
 def site_text(site: dict) -> str:

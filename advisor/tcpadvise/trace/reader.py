@@ -27,7 +27,7 @@ from ..errors import (
     NoTracesError,
     UnknownSchemaError,
 )
-from . import check
+from . import check, stream
 
 TRACE_SCHEMA = "tcpadvise.trace/1"
 RECORD_SCHEMA = "tcpadvise.record/1"
@@ -79,8 +79,12 @@ class Inputs:
     damaged: list[Path] = field(default_factory=list)
 
 
-def load_inputs(paths: Iterable[Path]) -> Inputs:
+def load_inputs(paths: Iterable[Path], *, compact: bool = False) -> Inputs:
     """Load and validate every trace and manifest in `paths` (files or directories).
+
+    compact: each trace's "sockets" is a stream.TraceSockets (read again one socket at a time
+    whenever it is iterated, see trace/stream.py), not a list: what the report holds of its input
+    is then a compressed copy, whatever the traces' size.
 
     A file found in a directory that is not a tcpadvise document at all (not JSON, or JSON without
     a tcpadvise schema, such as a report saved beside the traces) is skipped with a warning; a
@@ -93,7 +97,7 @@ def load_inputs(paths: Iterable[Path]) -> Inputs:
     documents, warnings, damaged, errors = [], [], [], []
     for path in input_files(paths):
         try:
-            documents.append(load_file(path))
+            documents.append(load_file(path, compact=compact))
         except (NotJsonError, NotATraceError) as error:
             if path.resolve() in named:
                 raise
@@ -149,10 +153,19 @@ def input_files(paths: Iterable[Path]) -> list[Path]:
     return list(files.values())
 
 
-def load_file(path: Path) -> Trace | Manifest:
-    """Read one file and validate it against the schema it names."""
+def load_file(path: Path, *, compact: bool = False) -> Trace | Manifest:
+    """Read one file and validate it against the schema it names; compact: as load_inputs says."""
+    if compact:
+        try:
+            large = path.stat().st_size >= stream.WHOLE_BELOW
+        except OSError:
+            large = False  # read_bytes says why
+        scanned = stream.scan(path, _names_trace, _usable_socket, _usable_header) if large else None
+        if scanned is not None:
+            return Trace(path, scanned)
     try:
-        data = _parsed(path.read_bytes())
+        raw = path.read_bytes()
+        data = _parsed(raw)
     except OSError as error:
         raise BadInputError(f"{path}: cannot read ({error.strerror})") from None
     except UnicodeDecodeError:
@@ -183,7 +196,27 @@ def load_file(path: Path) -> Trace | Manifest:
     unusable = check.problem(data)
     if unusable is not None:
         raise InvalidTraceError(f"{path}: invalid {schema_id} at {unusable[0]}: {unusable[1]}")
-    return Manifest(path, data) if schemas.old_name(schema_id) == RECORD_SCHEMA else Trace(path, data)
+    if schemas.old_name(schema_id) == RECORD_SCHEMA:
+        return Manifest(path, data)
+    return Trace(path, stream.compact(data, raw) if compact else data)
+
+
+def _names_trace(schema_id) -> bool:
+    return isinstance(schema_id, str) and schemas.old_name(schema_id) == TRACE_SCHEMA
+
+
+def _usable_socket(socket) -> bool:
+    """Whether one socket of a trace is valid (the schema's socket definition) and usable (check)."""
+    try:
+        valid = _fast_validator(_SOCKET_SCHEMA).is_valid(socket)
+    except (ValueError, OverflowError, TypeError):
+        return False
+    return valid and check.problem(socket) is None
+
+
+def _usable_header(header: dict) -> bool:
+    """Whether a trace less its sockets is valid and usable."""
+    return _valid(TRACE_SCHEMA, header) and check.problem(header) is None
 
 
 def _parsed(raw: bytes):
@@ -216,8 +249,16 @@ def _valid(schema_id: str, data) -> bool:
         return False  # what jsonschema-rs cannot take (an integer past 64 bits): jsonschema decides
 
 
+# _SOCKET_SCHEMA: a key of _fast_validator for one socket of a trace (the trace schema's $defs/socket).
+_SOCKET_SCHEMA = "#socket"
+
+
 @functools.cache
 def _fast_validator(schema_uri: str) -> jsonschema_rs.Validator:
+    if schema_uri == _SOCKET_SCHEMA:
+        trace = schemas.schema(schemas.uri(TRACE_SCHEMA))
+        return jsonschema_rs.validator_for({"$schema": trace["$schema"], "$defs": trace["$defs"],
+                                            "$ref": "#/$defs/socket"})
     return jsonschema_rs.validator_for(schemas.schema(schema_uri))
 
 
