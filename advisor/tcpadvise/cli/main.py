@@ -424,7 +424,7 @@ def report_command(
                     out.write(b"\n  " if number == 0 else b",\n  ")
                 writer.begin([str(trace.path) for trace in part.traces], host)
             report = stream_report(part, filters, rulebook, measured, min_severity,
-                                   sink=writer.item if writer is not None else None)
+                                   sink=writer.item if writer is not None else None, with_total=writer is None)
             if writer is not None:
                 writer.end(report.findings, report.warnings, report.policy_effects)
             yield host, report

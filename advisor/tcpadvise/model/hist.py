@@ -179,16 +179,23 @@ class Sum:
         self._count = self._sum = 0
         self._min = self._max = None
         self._layouts: set = set()  # (sub_buckets, scale) of the non-empty indexed ones
-        self._by_layout: dict[tuple, Counter] = {}
+        self._by_layout: dict[tuple, dict[int, int]] = {}
         self._by_range: Counter = Counter()
         self._ranged = False
         self._fine: set = set()
         self._all_fine = True
 
     def add(self, histogram: dict) -> None:
+        """Add one histogram: the first is only kept (a sum of one is merge() of it), the rest counted."""
         self._added += 1
         if self._added == 1:
             self._first = histogram
+            return
+        if self._added == 2:
+            self._count_in(self._first)
+        self._count_in(histogram)
+
+    def _count_in(self, histogram: dict) -> None:
         self._units.add(histogram["unit"])
         self._count += histogram["count"]
         self._sum += histogram["sum"]
@@ -205,9 +212,10 @@ class Sum:
                 self._layouts.add(layout)
             counter = self._by_layout.get(layout)
             if counter is None:
-                counter = self._by_layout[layout] = Counter()
+                counter = self._by_layout[layout] = {}
+            get = counter.get
             for index, count in histogram["buckets"]:
-                counter[index] += count
+                counter[index] = get(index, 0) + count
         else:
             self._ranged = True
             for low, high, count in histogram["buckets"]:

@@ -78,21 +78,46 @@ def merge_sockets(sockets: Iterable[dict]) -> dict:
 
 
 class SocketsSum:
-    """merge_sockets one socket at a time: add() each, result() is merge_sockets of all of them."""
+    """merge_sockets one socket at a time: add() each, result() is merge_sockets of all of them.
+    The first is only kept: a sum of one socket (a socket item judged alone) is made at once."""
 
     def __init__(self):
         self._sections = {section: _Total() for section in _FIGURE_SECTIONS}
+        self._first: dict | None = None
+        self._added = 0
         self._connections = 0
 
     def add(self, socket: dict) -> None:
-        for section, total in self._sections.items():
-            total.add(socket[section])
+        self._added += 1
+        if self._added == 1:
+            self._first = socket
+        else:
+            if self._added == 2:
+                self._count_in(self._first)
+            self._count_in(socket)
         self._connections += socket["connections"]
 
+    def _count_in(self, socket: dict) -> None:
+        for section, total in self._sections.items():
+            total.add(socket[section])
+
     def result(self) -> dict:
-        merged = {section: total.result() for section, total in self._sections.items()}
+        if self._added == 1:
+            merged = {section: _alone(self._first[section]) for section in _FIGURE_SECTIONS}
+        else:
+            merged = {section: total.result() for section, total in self._sections.items()}
         merged["connections"] = self._connections
         return merged
+
+
+def _alone(value):
+    """What _Total makes of one value; an indexed histogram is itself (hist.merge of one gives the
+    same figures, copied)."""
+    if isinstance(value, dict) and "buckets" in value:
+        return value if "scale" in value and (value["count"] or not value["min"]) else hist.merge([value])
+    if isinstance(value, dict):
+        return {key: _alone(item) for key, item in value.items()}
+    return 0 + value
 
 
 class _Total:

@@ -86,9 +86,11 @@ def stream_report(
     calibration=None,
     min_severity: str | None = None,
     sink: Callable[[dict], None] | None = None,
+    with_total: bool = True,
 ) -> StreamedReport:
     """The report on the sockets of `inputs` that `filters` keeps, read one at a time; each socket
-    item is given to sink (if any) in report order; findings of min_severity or more."""
+    item is given to sink (if any) in report order; findings of min_severity or more; with_total:
+    the figures of all sockets together (text's last row; JSON has none) are summed too."""
     symbolizer = Symbolizer()
     groups: dict[tuple, _Group] = {}
     busiest: list[tuple[int, int, dict]] = []  # a min-heap of (calls, -index, item)
@@ -107,7 +109,8 @@ def stream_report(
         member.add(item, socket, index)
         held_on_member(rulebook, MetricValues(member.scope()), group.held,
                        lambda: merge_call_sites([item.get("call_sites", [])]))
-        total.add(socket)
+        if with_total:
+            total.add(socket)
         ranked = (item["writes"]["calls"] + item["reads"]["calls"], -index, item)
         if len(busiest) < TABLE_ROWS:
             heapq.heappush(busiest, ranked)
@@ -125,7 +128,7 @@ def stream_report(
     for run in runs:
         findings.extend(judge(run, {}, rulebook, calibration, []))
     findings.sort(key=lambda item: SEVERITIES.index(item["severity"]))
-    merged = total.result() if count else None
+    merged = total.result() if count and with_total else None
     return StreamedReport(
         traces=inputs.traces,
         manifests=inputs.manifests,
