@@ -14,7 +14,7 @@ closed into groups, half left open), one small trace. That trace is scaled:
 
 Each input is reported (text and JSON, output to /dev/null) in a fresh process
 --runs times; the figures are the median wall time and the median peak RSS
-(ru_maxrss of the child). Cases run interleaved, one run of each in turn.
+(VmHWM of the child). Cases run interleaved, one run of each in turn.
 
 Writes bench/results/report-scale.{json,md}.
 
@@ -109,10 +109,12 @@ def write_copies(seed: dict, directory: pathlib.Path, count: int) -> None:
 def run_report(path: pathlib.Path, fmt: str, timeout: float) -> tuple[float | None, int]:
     """Wall seconds (None past the timeout) and peak RSS bytes of one `tcpadvise report`."""
     start = time.monotonic()
-    code = (f"import resource, sys; sys.argv = ['tcpadvise', 'report', '--format', {fmt!r}, {str(path)!r}]\n"
+    # VmHWM, not ru_maxrss: Linux carries a parent's ru_maxrss across fork and exec.
+    code = (f"import re, sys; sys.argv = ['tcpadvise', 'report', '--format', {fmt!r}, {str(path)!r}]\n"
             "from tcpadvise.cli import main\n"
             "try:\n    main()\nfinally:\n"
-            "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+            "    status = open('/proc/self/status').read()\n"
+            "    print(re.search(r'VmHWM:\\s*(\\d+) kB', status).group(1), file=sys.stderr)\n")
     try:
         done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True, timeout=timeout, env={**os.environ, "COLUMNS": "120"}, check=False)

@@ -28,7 +28,7 @@ from .. import schemas
 from ..symbols.elfinfo import BinaryInfo, blind_spot
 from ..symbols.symbolize import Symbolizer, merge_call_sites, socket_call_sites
 from ..trace.reader import Inputs, Manifest, Trace
-from ..trace.stream import Identity, TraceSockets, deferred_errors
+from ..trace.stream import Identity, TraceSockets, deferred_errors, opened
 from .sockets import is_stream, merge_sockets, nodelay_set_by, socket_figures
 
 REPORT_SCHEMA = schemas.uri("tcpadvise.report/1")
@@ -147,7 +147,10 @@ def _positions(traces: list[Trace], connections: list[int | None]) -> Iterator[t
     """(position, (trace, socket)) of every socket kept, its connection count as _handed_off made it."""
     position = 0
     for trace in traces:
-        for socket in trace.data["sockets"]:
+        data, sockets = opened(trace.data)
+        if data is not trace.data:
+            trace = Trace(trace.path, data)
+        for socket in sockets:
             count = connections[position]
             if count is not None:
                 yield position, (trace, socket if count == socket["connections"] else {**socket, "connections": count})

@@ -20,7 +20,7 @@ before; `scan` returns None for them.
 import json
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,9 +83,9 @@ class TraceSockets:
         if self._whole:
             yield from json.loads(zlib.decompress(self._compressed))["sockets"]
             return
-        inflate = zlib.decompressobj()
-        chunks = (inflate.decompress(self._compressed[start:start + CHUNK])
-                  for start in range(0, len(self._compressed), CHUNK))
+        # A sixteenth of CHUNK compressed is about CHUNK of text (JSON compresses about tenfold).
+        inflate, view, step = zlib.decompressobj(), memoryview(self._compressed), CHUNK // 16
+        chunks = (inflate.decompress(view[start:start + step]) for start in range(0, len(view), step))
         reader = _Reader(_decoded(chunks))
         for kind, _, value in reader.members():
             if kind == "socket":
@@ -108,12 +108,24 @@ def _count_deferred(socket: dict, counted: dict[str, int]) -> None:
 
 
 def compact(data: dict, raw: bytes) -> dict:
-    """A trace read whole (json.loads of raw, already checked) with its sockets replaced by TraceSockets."""
+    """A trace read whole (json.loads of raw, already checked) with its sockets replaced by TraceSockets,
+    and its call stacks ("call_sites") left in the compressed copy too: `opened` gives them back."""
     sockets = data["sockets"]
     counted: dict[str, int] = {}
     for socket in sockets:
         _count_deferred(socket, counted)
-    return {**data, "sockets": TraceSockets(zlib.compress(raw, 1), True, [Identity.of(s) for s in sockets], counted)}
+    kept = {key: value for key, value in data.items() if key != "call_sites"}
+    return kept | {"sockets": TraceSockets(zlib.compress(raw, 1), True, [Identity.of(s) for s in sockets], counted)}
+
+
+def opened(data: dict) -> tuple[dict, Iterable[dict]]:
+    """A trace's data with every key it was read with, and its sockets to iterate: of a small trace
+    loaded compact, read again whole (its call stacks too); else data itself and its sockets."""
+    sockets = data["sockets"]
+    if isinstance(sockets, TraceSockets) and sockets._whole:
+        whole = json.loads(zlib.decompress(sockets._compressed))
+        return {**whole, **data}, whole["sockets"]
+    return data, sockets
 
 
 def scan(path: Path, is_trace_schema, check_socket, check_header) -> dict | None:
@@ -132,6 +144,7 @@ def scan(path: Path, is_trace_schema, check_socket, check_header) -> dict | None
     header: dict = {}
     identities: list[Identity] = []
     counted: dict[str, int] = {}
+    streamed = False
     try:
         for kind, key, value in _Reader(_decoded(raw_chunks())).members(is_trace_schema):
             if kind == "socket":
@@ -139,8 +152,11 @@ def scan(path: Path, is_trace_schema, check_socket, check_header) -> dict | None
                     return None
                 identities.append(Identity.of(value))
                 _count_deferred(value, counted)
+                streamed = True
             elif key in header:
                 return None  # a key twice: json.loads keeps the last, read it that way
+            elif key == "sockets" and not streamed and value != []:
+                return None  # before the schema said it is a trace: read whole
             else:
                 header[key] = value
     except (Unexpected, ValueError, RecursionError):
