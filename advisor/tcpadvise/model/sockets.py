@@ -82,7 +82,7 @@ class SocketsSum:
     The first is only kept: a sum of one socket (a socket item judged alone) is made at once."""
 
     def __init__(self):
-        self._sections = {section: _Total() for section in _FIGURE_SECTIONS}
+        self._sums: dict = {section: {} for section in _FIGURE_SECTIONS}
         self._first: dict | None = None
         self._added = 0
         self._connections = 0
@@ -98,61 +98,54 @@ class SocketsSum:
         self._connections += socket["connections"]
 
     def _count_in(self, socket: dict) -> None:
-        for section, total in self._sections.items():
-            total.add(socket[section])
+        for section, sums in self._sums.items():
+            _add_into(sums, socket[section])
 
     def result(self) -> dict:
         if self._added == 1:
             merged = {section: _alone(self._first[section]) for section in _FIGURE_SECTIONS}
         else:
-            merged = {section: total.result() for section, total in self._sections.items()}
+            merged = {section: _result(sums) for section, sums in self._sums.items()}
         merged["connections"] = self._connections
         return merged
 
 
+def _add_into(sums: dict, table: dict) -> None:
+    """Add a table of the sockets (a section, per-API counts...) into its sums, key by key in order of
+    first appearance: a number to a number, a histogram to a hist.Sum, a table to a table of sums;
+    what a key is, its first value says."""
+    for key, value in table.items():
+        total = sums.get(key)
+        if total is None:
+            if type(value) is dict:
+                if "buckets" in value:
+                    total = sums[key] = hist.Sum()
+                    total.add(value)
+                else:
+                    _add_into(sums.setdefault(key, {}), value)
+            else:
+                sums[key] = 0 + value
+        elif type(total) is hist.Sum:
+            total.add(value)
+        elif type(total) is dict:
+            _add_into(total, value)
+        else:
+            sums[key] = total + value
+
+
+def _result(sums: dict) -> dict:
+    return {key: total.result() if type(total) is hist.Sum else _result(total) if type(total) is dict else total
+            for key, total in sums.items()}
+
+
 def _alone(value):
-    """What _Total makes of one value; an indexed histogram is itself (hist.merge of one gives the
+    """What the sums make of one value; an indexed histogram is itself (hist.merge of one gives the
     same figures, copied)."""
     if isinstance(value, dict) and "buckets" in value:
         return value if "scale" in value and (value["count"] or not value["min"]) else hist.merge([value])
     if isinstance(value, dict):
         return {key: _alone(item) for key, item in value.items()}
     return 0 + value
-
-
-class _Total:
-    """The sum of values of one place in the sockets: a histogram (hist.Sum), a table (key by key, in
-    order of first appearance) or a number; what it is, the first value says."""
-
-    def __init__(self):
-        self._kind = None
-        self._value = None
-
-    def add(self, value) -> None:
-        if self._kind is None:
-            if isinstance(value, dict) and "buckets" in value:
-                self._kind, self._value = "histogram", hist.Sum()
-            elif isinstance(value, dict):
-                self._kind, self._value = "table", {}
-            else:
-                self._kind, self._value = "number", 0
-        if self._kind == "histogram":
-            self._value.add(value)
-        elif self._kind == "table":
-            for key, item in value.items():
-                total = self._value.get(key)
-                if total is None:
-                    total = self._value[key] = _Total()
-                total.add(item)
-        else:
-            self._value += value
-
-    def result(self):
-        if self._kind == "histogram":
-            return self._value.result()
-        if self._kind == "table":
-            return {key: total.result() for key, total in self._value.items()}
-        return self._value
 
 
 def _percentile(histogram: dict, fraction: float) -> float | None:

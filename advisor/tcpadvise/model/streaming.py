@@ -10,7 +10,7 @@ the report needs, then lets it go:
   the group as one socket; the group's call sites; its bursts; whether Nagle was on);
 - the rules judged on the item alone (advice.held_on_member: for each rule that held
   there, the first such item and the connections of all of them);
-- the total of every socket, and the _TABLE_ROWS busiest items, which text shows;
+- the TABLE_ROWS busiest items, which text shows (and the total of all: the groups' sums added);
 - the caller's sink, which JSON gives each item to as it comes (render.json.JsonReportWriter).
 
 Memory is then the groups' sums, the busiest items and the traces' compact copies,
@@ -94,7 +94,7 @@ def stream_report(
     symbolizer = Symbolizer()
     groups: dict[tuple, _Group] = {}
     busiest: list[tuple[int, int, dict]] = []  # a min-heap of (calls, -index, item)
-    total = SocketsSum()
+    error_names: dict[str, None] = {}  # errno names in order of first appearance (text's total row)
     count = 0
     for trace, socket, pids in report_entries(inputs.traces):
         item = socket_item(trace, socket, pids, symbolizer)
@@ -110,7 +110,7 @@ def stream_report(
         held_on_member(rulebook, MetricValues(member.scope()), group.held,
                        lambda: merge_call_sites([item.get("call_sites", [])]))
         if with_total:
-            total.add(socket)
+            error_names.update(dict.fromkeys(socket["errors"]))
         ranked = (item["writes"]["calls"] + item["reads"]["calls"], -index, item)
         if len(busiest) < TABLE_ROWS:
             heapq.heappush(busiest, ranked)
@@ -128,7 +128,9 @@ def stream_report(
     for run in runs:
         findings.extend(judge(run, {}, rulebook, calibration, []))
     findings.sort(key=lambda item: SEVERITIES.index(item["severity"]))
-    merged = total.result() if count and with_total else None
+    merged = _total(scope for _, scope in scopes) if count and with_total else None
+    if merged is not None:
+        merged["errors"] = {name: merged["errors"][name] for name in error_names}
     return StreamedReport(
         traces=inputs.traces,
         manifests=inputs.manifests,
@@ -141,6 +143,16 @@ def stream_report(
         warnings=[*inputs.warnings, *report_warnings(inputs)],
         policy_effects=[effect for group, scope in scopes if (effect := policy_effect(scope, group.nagle)) is not None],
     )
+
+
+def _total(scopes) -> dict:
+    """Every socket together, as merge_sockets would make them: the groups' sums added (histograms
+    and counts add up the same whichever way they are grouped; the errno table's order is the
+    caller's)."""
+    total = SocketsSum()
+    for scope in scopes:
+        total.add(scope.merged)
+    return total.result()
 
 
 def _group_sites(scope: Scope, group: _Group) -> dict:
