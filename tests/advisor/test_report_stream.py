@@ -55,8 +55,10 @@ def _whole_and_streamed(paths):
 
 @pytest.fixture
 def tiny_chunks(monkeypatch):
-    """Every trace read in chunks, and chunks so small that values and characters span them."""
+    """Every trace read in chunks, and chunks so small that values and characters span them; the
+    first trace's file kept open, the others' copied compressed."""
     monkeypatch.setattr(stream, "WHOLE_BELOW", 0)
+    monkeypatch.setattr(stream, "KEEP_OPEN", 1)
     monkeypatch.setattr(stream, "CHUNK", 97)
 
 

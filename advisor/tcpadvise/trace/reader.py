@@ -96,9 +96,11 @@ def load_inputs(paths: Iterable[Path], *, compact: bool = False) -> Inputs:
     paths = list(paths)
     named = {path.resolve() for path in paths if not path.is_dir()}
     documents, warnings, damaged, errors = [], [], [], []
+    kept_open = 0
     for path in input_files(paths):
         try:
-            documents.append(load_file(path, compact=compact))
+            documents.append(load_file(path, compact=compact, keep_open=kept_open < stream.KEEP_OPEN))
+            kept_open += isinstance(documents[-1], Trace) and stream.file_kept_open(documents[-1].data)
         except (NotJsonError, NotATraceError) as error:
             if path.resolve() in named:
                 raise
@@ -154,14 +156,18 @@ def input_files(paths: Iterable[Path]) -> list[Path]:
     return list(files.values())
 
 
-def load_file(path: Path, *, compact: bool = False) -> Trace | Manifest:
-    """Read one file and validate it against the schema it names; compact: as load_inputs says."""
+def load_file(path: Path, *, compact: bool = False, keep_open: bool = False) -> Trace | Manifest:
+    """Read one file and validate it against the schema it names; compact: as load_inputs says
+    (keep_open: a large trace's file may stay open to be read again, stream.scan)."""
     if compact:
         try:
             large = path.stat().st_size >= stream.WHOLE_BELOW
         except OSError:
             large = False  # read_bytes says why
-        scanned = stream.scan(path, _names_trace, _usable_socket, _usable_header) if large else None
+        try:
+            scanned = stream.scan(path, _names_trace, _usable_socket, _usable_header, keep_open) if large else None
+        except OSError:
+            scanned = None  # read_bytes says why
         if scanned is not None:
             return Trace(path, scanned)
     try:

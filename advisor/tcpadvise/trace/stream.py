@@ -5,11 +5,11 @@ A trace (schema 1) is one JSON object whose "sockets" array holds nearly all of 
 other keys whole, each socket on its own (json's C decoder on one element at a
 time), checked against the schema's socket definition and trace.check as it
 comes, then dropped. What is kept is the trace's other keys, a few figures per
-socket (its identity for telling connections apart, see Identity) and a zlib
-copy of the file (level 1, about a tenth of it), from which `TraceSockets`
-yields the sockets again as often as it is iterated, one at a time: the file
-may be replaced meanwhile (a running program's next snapshot), the copy is
-what was checked.
+socket (its identity for telling connections apart, see Identity) and the file
+kept open (the first KEEP_OPEN large traces) or else a zlib copy of it (level
+1, about a tenth of it), from which `TraceSockets` yields the sockets again as
+often as it is iterated, one at a time: the file may be replaced meanwhile (a
+running program's next snapshot), what is read again is what was checked.
 
 A file of another shape (the "sockets" key before "schema", anything the chunked
 reader does not expect) and a trace that is not valid are read by the caller
@@ -18,6 +18,7 @@ before; `scan` returns None for them.
 """
 
 import json
+import os
 import re
 import zlib
 from collections.abc import Iterable, Iterator
@@ -28,6 +29,8 @@ from pathlib import Path
 CHUNK = 1 << 20
 # WHOLE_BELOW: a file smaller than this is parsed whole (one json.loads), its sockets kept compressed.
 WHOLE_BELOW = 4 << 20
+# KEEP_OPEN: large traces whose file is kept open to be read again (the others are kept compressed).
+KEEP_OPEN = 64
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
@@ -64,14 +67,22 @@ class Identity:
 
 
 class TraceSockets:
-    """A trace's sockets, yielded one at a time from a compressed copy of the file, each time it is
-    iterated; its length, identities and deferred errors counted when it was read."""
+    """A trace's sockets, yielded one at a time each time it is iterated: from the file it was read
+    from, kept open (fd: a file replaced since, as a running program's next snapshot replaces it, is
+    not what is read), or from a compressed copy of it; its length, identities and deferred errors
+    counted when it was read."""
 
-    def __init__(self, compressed: bytes, whole: bool, identities: list[Identity], deferred_errors: dict[str, int]):
+    def __init__(self, compressed: bytes | None, whole: bool, identities: list[Identity],
+                 deferred_errors: dict[str, int], fd: int | None = None):
         self._compressed = compressed
         self._whole = whole
+        self._fd = fd
         self.identities = identities
         self.deferred_errors = deferred_errors
+
+    def __del__(self):
+        if self._fd is not None:
+            os.close(self._fd)
 
     def __len__(self) -> int:
         return len(self.identities)
@@ -83,13 +94,22 @@ class TraceSockets:
         if self._whole:
             yield from json.loads(zlib.decompress(self._compressed))["sockets"]
             return
-        # A sixteenth of CHUNK compressed is about CHUNK of text (JSON compresses about tenfold).
-        inflate, view, step = zlib.decompressobj(), memoryview(self._compressed), CHUNK // 16
-        chunks = (inflate.decompress(view[start:start + step]) for start in range(0, len(view), step))
+        if self._fd is not None:
+            chunks = _read(self._fd)
+        else:
+            # A sixteenth of CHUNK compressed is about CHUNK of text (JSON compresses about tenfold).
+            inflate, view, step = zlib.decompressobj(), memoryview(self._compressed), CHUNK // 16
+            chunks = (inflate.decompress(view[start:start + step]) for start in range(0, len(view), step))
         reader = _Reader(_decoded(chunks))
         for kind, _, value in reader.members():
             if kind == "socket":
                 yield value
+
+
+def file_kept_open(data: dict) -> bool:
+    """Whether a trace's sockets are read again from its file, kept open (scan's keep_open)."""
+    sockets = data["sockets"]
+    return isinstance(sockets, TraceSockets) and sockets._fd is not None
 
 
 def deferred_errors(sockets) -> dict[str, int]:
@@ -128,18 +148,29 @@ def opened(data: dict) -> tuple[dict, Iterable[dict]]:
     return data, sockets
 
 
-def scan(path: Path, is_trace_schema, check_socket, check_header) -> dict | None:
+def scan(path: Path, is_trace_schema, check_socket, check_header, keep_open: bool = False) -> dict | None:
     """The trace at path with its "sockets" as TraceSockets, read in chunks; None when the file is
     to be read whole (see the module's doc). is_trace_schema(value): whether a "schema" value names
-    a trace; check_socket(socket) and check_header(header): whether each is valid and usable."""
+    a trace; check_socket(socket) and check_header(header): whether each is valid and usable.
+    keep_open: the sockets are read again from the file kept open, else from a compressed copy."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        scanned = _scan(fd, is_trace_schema, check_socket, check_header, keep_open)
+    finally:
+        if not keep_open or scanned is None:
+            os.close(fd)
+    return scanned
+
+
+def _scan(fd: int, is_trace_schema, check_socket, check_header, keep_open: bool) -> dict | None:
     deflate = zlib.compressobj(1)
     parts: list[bytes] = []
 
     def raw_chunks() -> Iterator[bytes]:
-        with path.open("rb") as file:
-            while chunk := file.read(CHUNK):
+        for chunk in _read(fd):
+            if not keep_open:
                 parts.append(deflate.compress(chunk))
-                yield chunk
+            yield chunk
 
     header: dict = {}
     identities: list[Identity] = []
@@ -161,10 +192,20 @@ def scan(path: Path, is_trace_schema, check_socket, check_header) -> dict | None
                 header[key] = value
     except (Unexpected, ValueError, RecursionError):
         return None  # not JSON, NaN, nested too deep...: the whole-file reader says what
-    parts.append(deflate.flush())
     if "sockets" not in header or not check_header({**header, "sockets": []}):
         return None
+    if keep_open:
+        return {**header, "sockets": TraceSockets(None, False, identities, counted, fd)}
+    parts.append(deflate.flush())
     return {**header, "sockets": TraceSockets(b"".join(parts), False, identities, counted)}
+
+
+def _read(fd: int) -> Iterator[bytes]:
+    """The file's bytes from its start, CHUNK at a time."""
+    offset = 0
+    while chunk := os.pread(fd, CHUNK, offset):
+        offset += len(chunk)
+        yield chunk
 
 
 def _decoded(chunks: Iterator[bytes]) -> Iterator[str]:
