@@ -70,29 +70,47 @@ def percentile(histogram: dict, fraction: float) -> float | None:
     instead. Either way the result is clamped to [min, max], the range of the
     values actually recorded, and fraction 1 is max.
     """
-    if histogram["count"] == 0 or not histogram["buckets"]:
-        return None
-    rank = fraction * histogram["count"]
-    if rank >= histogram["count"]:
-        return histogram["max"]  # the top is known exactly
+    return percentiles(histogram, (fraction,))[0]
+
+
+def percentiles(histogram: dict, fractions: tuple[float, ...]) -> list[float | None]:
+    """percentile() of each fraction, the buckets sorted and walked once for all of them."""
+    count = histogram["count"]
+    if count == 0 or not histogram["buckets"]:
+        return [None] * len(fractions)
+    results: list = [None] * len(fractions)
+    wanted = []  # (rank, position) of the fractions below the top, lowest rank first
+    for position, fraction in enumerate(fractions):
+        rank = fraction * count
+        if rank >= count:
+            results[position] = histogram["max"]  # the top is known exactly
+        else:
+            wanted.append((rank, position))
+    wanted.sort()
     fine = "sub_buckets" in histogram
     cumulative = 0
-    # Buckets in ascending order as they stand: only the one found is turned into its edges (a
+    # Buckets in ascending order as they stand: only those found are turned into their edges (a
     # 100 MB trace has tens of millions of buckets, ranges() would convert each).
-    for bucket in sorted(histogram["buckets"]):
-        count = bucket[-1]
-        if count and cumulative + count >= rank:
+    for bucket in sorted(histogram["buckets"]) if wanted else ():
+        bucket_count = bucket[-1]
+        while wanted and bucket_count and cumulative + bucket_count >= wanted[0][0]:
+            rank, position = wanted.pop(0)
             low, high = _edges(histogram, bucket)
             # The shim counts whole units (bytes, calls, clock ticks), so a coarse bucket at most one
             # unit wide holds one value: interpolating would invent fractions.
             if fine and low <= histogram["max"] < high and not low <= histogram["min"] < high:
-                return histogram["max"]
+                results[position] = histogram["max"]
+                continue
             exact = fine or high - low <= 1
-            value = low if exact else low + (high - low) * (rank - cumulative) / count
-            return _clamp(value, histogram["min"], histogram["max"])
-        cumulative += count
+            value = low if exact else low + (high - low) * (rank - cumulative) / bucket_count
+            results[position] = _clamp(value, histogram["min"], histogram["max"])
+        if not wanted:
+            break
+        cumulative += bucket_count
     # Bucket counts summing to less than "count" (unbucketed values, a torn snapshot): the top.
-    return histogram["max"]
+    for _, position in wanted:
+        results[position] = histogram["max"]
+    return results
 
 
 def mean(histogram: dict) -> float | None:

@@ -11,6 +11,7 @@ from ..units import ns_to_us
 from . import hist
 
 _FIGURE_SECTIONS = ("writes", "bursts", "turns", "reads", "errors")
+_MEDIAN_AND_P99 = (0.5, 0.99)
 
 
 def is_stream(socket: dict) -> bool:
@@ -30,30 +31,35 @@ def nodelay_set_by(socket: dict) -> str | None:
 def socket_figures(socket: dict) -> dict:
     """Counts and percentiles of a trace socket's writes, bursts, turns, reads and errors."""
     writes, bursts, turns, reads = socket["writes"], socket["bursts"], socket["turns"], socket["reads"]
+    size_p50, size_p99 = hist.percentiles(writes["size"], _MEDIAN_AND_P99)
+    syscall_p50, syscall_p99 = hist.percentiles(writes["syscall_ns"], _MEDIAN_AND_P99)
+    burst_writes_p50, burst_writes_p99 = hist.percentiles(bursts["writes"], _MEDIAN_AND_P99)
+    burst_bytes_p50, burst_bytes_p99 = hist.percentiles(bursts["bytes"], _MEDIAN_AND_P99)
+    turn_p50, turn_p99 = hist.percentiles(turns["ns"], _MEDIAN_AND_P99)
     return {
         "writes": {
             "calls": writes["calls"],
             "bytes": writes["bytes"],
             "by_api": writes["by_api"],
-            "size_p50": _percentile(writes["size"], 0.5),
-            "size_p99": _percentile(writes["size"], 0.99),
+            "size_p50": size_p50,
+            "size_p99": size_p99,
             "mean_size": hist.mean(writes["size"]),
             "iovcnt_p50": _percentile(writes["iovcnt"], 0.5),
-            "syscall_ns_p50": _percentile(writes["syscall_ns"], 0.5),
-            "syscall_ns_p99": _percentile(writes["syscall_ns"], 0.99),
+            "syscall_ns_p50": syscall_p50,
+            "syscall_ns_p99": syscall_p99,
             "gap_ns_p50": _percentile(writes["gap_ns"], 0.5),
         },
         "bursts": {
             "count": bursts["count"],
-            "writes_p50": _percentile(bursts["writes"], 0.5),
-            "writes_p99": _percentile(bursts["writes"], 0.99),
-            "bytes_p50": _percentile(bursts["bytes"], 0.5),
-            "bytes_p99": _percentile(bursts["bytes"], 0.99),
+            "writes_p50": burst_writes_p50,
+            "writes_p99": burst_writes_p99,
+            "bytes_p50": burst_bytes_p50,
+            "bytes_p99": burst_bytes_p99,
         },
         "turns": {
             "count": turns["count"],
-            "p50_us": ns_to_us(hist.percentile(turns["ns"], 0.5)),
-            "p99_us": ns_to_us(hist.percentile(turns["ns"], 0.99)),
+            "p50_us": ns_to_us(turn_p50),
+            "p99_us": ns_to_us(turn_p99),
         },
         "reads": {
             "calls": reads["calls"],
