@@ -47,7 +47,8 @@ def _whole_and_streamed(paths):
     whole.findings = advise(whole, rulebook)
     whole.policy_effects = policy_effects(whole)
     items = []
-    streamed = stream_report(load_inputs(paths, compact=True), Filters(), rulebook, sink=items.append)
+    streamed = stream_report(load_inputs(paths, compact=True), Filters(), rulebook,
+                             sink=lambda item, _raw: items.append(item))
     document = {**whole.to_json(), "sockets": items, "findings": streamed.findings, "warnings": streamed.warnings,
                 "policy_effects": streamed.policy_effects}
     return json.loads(json.dumps(whole.to_json())), json.loads(json.dumps(document)), whole, streamed

@@ -424,7 +424,8 @@ def report_command(
                     out.write(b"\n  " if number == 0 else b",\n  ")
                 writer.begin([str(trace.path) for trace in part.traces], host)
             report = stream_report(part, filters, rulebook, measured, min_severity,
-                                   sink=writer.item if writer is not None else None, with_total=writer is None)
+                                   sink=(lambda item, _raw: writer.item(item)) if writer is not None else None,
+                                   with_total=writer is None)
             if writer is not None:
                 writer.end(report.findings, report.warnings, report.policy_effects)
             yield host, report
@@ -510,7 +511,7 @@ def export_command(output_format: str, rule_files: tuple[Path, ...], hosts: tupl
     from ..rules.rulebook import load_rulebook
     from ..trace.reader import load_inputs
 
-    inputs = _on_hosts(load_inputs(paths), hosts)
+    inputs = _on_hosts(load_inputs(paths, compact=True), hosts)
     click.echo(render(inputs, load_rulebook(rule_files), output_format), nl=False)
 
 

@@ -28,7 +28,7 @@ from ..rules.advice import Held, held_on_member, judge
 from ..symbols.symbolize import CallSitesSum, Symbolizer, merge_call_sites
 from ..trace.reader import Inputs, Manifest, Trace
 from .filters import Filters, at_least
-from .metrics import MetricValues, Scope, ScopeSum, Subject, run_subject, scope_key
+from .metrics import SCOPE, MetricValues, Scope, ScopeSum, Subject, run_subject, scope_key
 from .report import TABLE_ROWS, report_entries, report_warnings, socket_item
 from .sockets import SocketsSum, socket_figures
 
@@ -85,12 +85,14 @@ def stream_report(
     rulebook,
     calibration=None,
     min_severity: str | None = None,
-    sink: Callable[[dict], None] | None = None,
+    sink: Callable[[dict, dict], None] | None = None,
     with_total: bool = True,
 ) -> StreamedReport:
     """The report on the sockets of `inputs` that `filters` keeps, read one at a time; each socket
-    item is given to sink (if any) in report order; findings of min_severity or more; with_total:
-    the figures of all sockets together (text's last row; JSON has none) are summed too."""
+    item is given to sink (if any) in report order, with the trace socket behind it; findings of
+    min_severity or more; with_total: the figures of all sockets together (text's last row; JSON
+    has none) are summed too."""
+    judge_items = any(rule.subject == SCOPE for rule in rulebook.rules)
     symbolizer = Symbolizer()
     groups: dict[tuple, _Group] = {}
     busiest: list[tuple[int, int, dict]] = []  # a min-heap of (calls, -index, item)
@@ -105,10 +107,11 @@ def stream_report(
         if group is None:
             group = groups[key] = _Group()
         group.add(item, socket, index)
-        member = ScopeSum()
-        member.add(item, socket, index)
-        held_on_member(rulebook, MetricValues(member.scope()), group.held,
-                       lambda: merge_call_sites([item.get("call_sites", [])]))
+        if judge_items:
+            member = ScopeSum()
+            member.add(item, socket, index)
+            held_on_member(rulebook, MetricValues(member.scope()), group.held,
+                           lambda: merge_call_sites([item.get("call_sites", [])]))
         if with_total:
             error_names.update(dict.fromkeys(socket["errors"]))
         ranked = (item["writes"]["calls"] + item["reads"]["calls"], -index, item)
@@ -117,7 +120,7 @@ def stream_report(
         elif ranked[:2] > busiest[0][:2]:
             heapq.heapreplace(busiest, ranked)
         if sink is not None:
-            sink(item)
+            sink(item, socket)
     scopes = [(group, group.sum.scope()) for group in groups.values()]
     runs = [run_subject(inputs.traces, manifest) for manifest in inputs.manifests]
     findings = []
