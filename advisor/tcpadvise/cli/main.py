@@ -748,7 +748,8 @@ def ab_report_command(
     from ..trace.reader import load_inputs
 
     _require_html_destination(output_format, output)
-    inputs = load_inputs(paths)
+    # An experiment is read from each trace's "experiment" block: the sockets are never held (compact).
+    inputs = load_inputs(paths, compact=True)
     if by_host:
         _emit_by_host(
             output_format,
@@ -813,21 +814,20 @@ def diff_command(before: Path, after: Path, output_format: str, output: Path | N
     3 compared, but damaged traces were skipped.
     """
     from ..model.diff import diff_reports, regressed
-    from ..model.report import build_report
+    from ..model.filters import Filters
+    from ..model.streaming import stream_report
     from ..render.json import dumps
     from ..render.printable import neutralised
     from ..render.text import render_diff_text
-    from ..rules.advice import advise
     from ..rules.rulebook import load_rulebook
     from ..trace.reader import load_inputs
 
     rulebook = load_rulebook(rule_files)
     sides = []
     for path in (before, after):
-        inputs = load_inputs((path,))
-        report = build_report(inputs)
-        report.findings = advise(report, rulebook)
-        sides.append((inputs, report))
+        # Each side read one socket at a time (model/streaming.py): its groups' sums and findings.
+        inputs = load_inputs((path,), compact=True)
+        sides.append((inputs, stream_report(inputs, Filters(), rulebook, with_total=False)))
     document = diff_reports(sides[0][1], sides[1][1])
     if output_format == "json":
         _emit(dumps(document), output)

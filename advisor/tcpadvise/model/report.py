@@ -82,6 +82,19 @@ class Report:
         busiest = sorted(range(len(items)), key=lambda index: -(items[index]["writes"]["calls"] + items[index]["reads"]["calls"]))
         return [items[index] for index in sorted(busiest[:TABLE_ROWS])]
 
+    def group_segments_per_write(self) -> list[tuple]:
+        """Per socket group (metrics.subjects_of's scopes): the scope and its SegmentsPerWrite."""
+        from .metrics import Scope, subjects_of  # metrics reads Report
+
+        result = []
+        for scope in subjects_of(self):
+            if isinstance(scope, Scope):
+                segments = SegmentsPerWrite()
+                for index in scope.sockets:
+                    segments.add(self.sockets[index])
+                result.append((scope, segments.result()))
+        return result
+
     def call_site_groups(self) -> list[dict]:
         """Per socket group (metrics.subjects_of's scopes): who it is, its call sites and bursts."""
         from .metrics import Scope, subjects_of  # metrics reads Report
@@ -93,6 +106,24 @@ class Report:
              "bursts": sum((self.sockets[index].get("bursts") or {}).get("count") or 0 for index in scope.sockets)}
             for scope in subjects_of(self) if isinstance(scope, Scope)
         ]
+
+
+class SegmentsPerWrite:
+    """Data segments sent per write call over socket items added one at a time, counting those whose
+    tcp_info was read (diff's segments_per_write)."""
+
+    def __init__(self):
+        self._segments = 0
+        self._writes = 0
+
+    def add(self, item: dict) -> None:
+        segments = item["tcp_info"].get("data_segs_out")
+        if segments is not None:
+            self._segments += segments
+            self._writes += item["writes"]["calls"]
+
+    def result(self) -> float | None:
+        return self._segments / self._writes if self._writes else None
 
 
 def build_report(inputs: Inputs) -> Report:

@@ -29,7 +29,7 @@ from ..symbols.symbolize import CallSitesSum, Symbolizer, merge_call_sites
 from ..trace.reader import Inputs, Manifest, Trace
 from .filters import Filters, at_least
 from .metrics import SCOPE, MetricValues, Scope, ScopeSum, Subject, run_subject, scope_key
-from .report import TABLE_ROWS, report_entries, report_warnings, socket_item
+from .report import TABLE_ROWS, SegmentsPerWrite, report_entries, report_warnings, socket_item
 from .sockets import SocketsSum, socket_figures
 
 
@@ -48,6 +48,7 @@ class StreamedReport:
     total_figures: dict | None
     groups: list[dict]
     subjects: list[Subject]
+    segments_per_write: list[float | None]
     findings: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     policy_effects: list[dict] = field(default_factory=list)
@@ -61,6 +62,9 @@ class StreamedReport:
     def call_site_groups(self) -> list[dict]:
         return self.groups
 
+    def group_segments_per_write(self) -> list[tuple]:
+        return list(zip((subject for subject in self.subjects if isinstance(subject, Scope)), self.segments_per_write))
+
 
 class _Group:
     """One socket group as its items come: their sum, call sites, bursts, Nagle, the rules held on each."""
@@ -71,12 +75,14 @@ class _Group:
         self.bursts = 0
         self.nagle = False
         self.held: dict[str, Held] = {}
+        self.segments = SegmentsPerWrite()
 
     def add(self, item: dict, raw: dict, index: int) -> None:
         self.sum.add(item, raw, index)
         self.sites.add(item.get("call_sites", []))
         self.bursts += (item.get("bursts") or {}).get("count") or 0
         self.nagle = self.nagle or nagle_on(item)
+        self.segments.add(item)
 
 
 def stream_report(
@@ -142,6 +148,7 @@ def stream_report(
         total_figures={"connections": merged["connections"], **socket_figures(merged)} if merged else None,
         groups=[_group_sites(scope, group) for group, scope in scopes],
         subjects=[scope for _, scope in scopes] + runs,
+        segments_per_write=[group.segments.result() for group, _ in scopes],
         findings=at_least(findings, min_severity, SEVERITIES) if min_severity else findings,
         warnings=[*inputs.warnings, *report_warnings(inputs)],
         policy_effects=[effect for group, scope in scopes if (effect := policy_effect(scope, group.nagle)) is not None],
