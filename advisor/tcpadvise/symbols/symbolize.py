@@ -68,6 +68,10 @@ def demangle(names: list[str]) -> dict[str, str]:
     return result
 
 
+# _STACKS_KEPT: resolved stacks a Symbolizer keeps (they hold their trace's stack alive); past it, it starts over.
+_STACKS_KEPT = 4096
+
+
 class Symbolizer:
     """Resolves (module, offset) frames, caching each file's tables and each address's answer."""
 
@@ -87,6 +91,8 @@ class Symbolizer:
         the sockets of a process share its stacks."""
         key = id(stack)
         if key not in self._stacks:
+            if len(self._stacks) >= _STACKS_KEPT:
+                self._stacks.clear()  # the stacks of traces read earlier: a report holds one trace at a time
             frames = [self.resolve(modules[m] if 0 <= m < len(modules) else None, offset) for m, offset in stack["frames"]]
             self._stacks[key] = (stack, frames)
         return self._stacks[key][1]
