@@ -81,6 +81,8 @@ class Symbolizer:
         self._answers: dict[tuple[str, str | None, int], dict] = {}
         # id of a trace's stack -> (the stack, kept so that the id stays its own; its frames).
         self._stacks: dict[int, tuple[dict, list[dict]]] = {}
+        # id of a trace's stack -> (the stack, its stack_site).
+        self._sites: dict[int, tuple[dict, tuple]] = {}
 
     def resolve(self, module: dict | None, offset: int) -> dict:
         """One frame: function, file, line (None where unknown), module path and offset."""
@@ -96,6 +98,20 @@ class Symbolizer:
             frames = [self.resolve(modules[m] if 0 <= m < len(modules) else None, offset) for m, offset in stack["frames"]]
             self._stacks[key] = (stack, frames)
         return self._stacks[key][1]
+
+    def stack_site(self, modules: list[dict], stack: dict) -> tuple[list[dict], dict, str | None, dict]:
+        """A trace stack as a call site: its frames, the frame it is named after (the first outside
+        the runtime), that frame's module's build-id and the stack's shape (stack_shape); once per
+        stack, as resolve_stack."""
+        key = id(stack)
+        if key not in self._sites:
+            if len(self._sites) >= _STACKS_KEPT:
+                self._sites.clear()
+            frames = self.resolve_stack(modules, stack)
+            named = next((f for f in frames if not (f["module"] and is_runtime_module(f["module"]))), frames[0])
+            self._sites[key] = (stack, (frames, named, _build_id_of(modules, stack["frames"], frames, named),
+                                        stack_shape(stack)))
+        return self._sites[key][1]
 
     def resolve_many(self, module: dict | None, offsets: list[int]) -> list[dict]:
         """Frames of one module (None: code in no module, such as JIT code) at these offsets."""
@@ -258,16 +274,15 @@ def socket_call_sites(trace: dict, socket: dict, symbolizer: Symbolizer) -> list
     scale = calls / estimated if info.get("mode") == "sample" and estimated and calls >= sampled else 1.0
     sites = []
     for entry in own:
-        frames = symbolizer.resolve_stack(modules, stacks[entry["stack"]])
-        named = next((f for f in frames if not (f["module"] and is_runtime_module(f["module"]))), frames[0])
+        frames, named, build_id, shape = symbolizer.stack_site(modules, stacks[entry["stack"]])
         sites.append({
             **named,
-            "build_id": _build_id_of(modules, stacks[entry["stack"]]["frames"], frames, named),
+            "build_id": build_id,
             "writes": round(entry[weight["writes"]] * scale) if scale != 1.0 else entry["writes"],
             "bytes": round(entry[weight["bytes"]] * scale) if scale != 1.0 else entry["bytes"],
             "sampled_writes": entry["writes"],
             "first_of_burst": entry["first_of_burst"],
-            **stack_shape(stacks[entry["stack"]]),
+            **shape,
             "stack": frames,
         })
     return sorted(sites, key=lambda site: -site["writes"])
