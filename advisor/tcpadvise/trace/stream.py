@@ -25,6 +25,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
 # CHUNK: bytes read (and decompressed) at a time.
 CHUNK = 1 << 20
 # WHOLE_BELOW: a file smaller than this is parsed whole (one json.loads), its sockets kept compressed.
@@ -73,10 +75,12 @@ class TraceSockets:
     counted when it was read."""
 
     def __init__(self, compressed: bytes | None, whole: bool, identities: list[Identity],
-                 deferred_errors: dict[str, int], fd: int | None = None):
+                 deferred_errors: dict[str, int], fd: int | None = None, spans: list[int] | None = None):
         self._compressed = compressed
         self._whole = whole
         self._fd = fd
+        # spans: each socket's start and end byte in the open file, when known (an ASCII file).
+        self._spans = spans
         self.identities = identities
         self.deferred_errors = deferred_errors
 
@@ -93,6 +97,9 @@ class TraceSockets:
     def __iter__(self) -> Iterator[dict]:
         if self._whole:
             yield from json.loads(zlib.decompress(self._compressed))["sockets"]
+            return
+        if self._spans is not None:
+            yield from _sockets_at(self._fd, self._spans)
             return
         if self._fd is not None:
             chunks = _read(self._fd)
@@ -175,12 +182,15 @@ def _scan(fd: int, is_trace_schema, check_socket, check_header, keep_open: bool)
     header: dict = {}
     identities: list[Identity] = []
     counted: dict[str, int] = {}
+    spans: list[int] = []
     streamed = False
+    reader = _Reader(_decoded(raw_chunks()))
     try:
-        for kind, key, value in _Reader(_decoded(raw_chunks())).members(is_trace_schema):
+        for kind, key, value in reader.members(is_trace_schema):
             if kind == "socket":
                 if not check_socket(value):
                     return None
+                spans.extend(reader.span)
                 identities.append(Identity.of(value))
                 _count_deferred(value, counted)
                 streamed = True
@@ -195,9 +205,26 @@ def _scan(fd: int, is_trace_schema, check_socket, check_header, keep_open: bool)
     if "sockets" not in header or not check_header({**header, "sockets": []}):
         return None
     if keep_open:
-        return {**header, "sockets": TraceSockets(None, False, identities, counted, fd)}
+        return {**header, "sockets": TraceSockets(None, False, identities, counted, fd,
+                                                  spans if reader.ascii else None)}
     parts.append(deflate.flush())
     return {**header, "sockets": TraceSockets(b"".join(parts), False, identities, counted)}
+
+
+def _sockets_at(fd: int, spans: list[int]) -> Iterator[dict]:
+    """The sockets at these (start, end) byte spans of the file, read CHUNK at a time and each parsed
+    by orjson (about twice as fast as json; what it refuses, json parses as it did when checked)."""
+    block, block_start = b"", 0
+    for number in range(0, len(spans), 2):
+        start, end = spans[number], spans[number + 1]
+        if end > block_start + len(block):
+            block_start = start
+            block = os.pread(fd, max(CHUNK, end - start), start)
+        text = block[start - block_start:end - block_start]
+        try:
+            yield orjson.loads(text)
+        except orjson.JSONDecodeError:
+            yield json.loads(text, parse_constant=_refuse)
 
 
 def _read(fd: int) -> Iterator[bytes]:
@@ -227,6 +254,11 @@ class _Reader:
         self._text = ""
         self._at = 0
         self._done = False
+        self._offset = 0  # characters read before _text[0]
+        # ascii: every character so far is one byte, so a character offset is the file's byte offset.
+        self.ascii = True
+        # span: (start, end) in the text of the value _value read last.
+        self.span = (0, 0)
 
     def _more(self) -> bool:
         """Append text (at least as much as is held: an element spanning chunks is parsed again a
@@ -235,9 +267,11 @@ class _Reader:
             return False
         wanted = max(CHUNK, len(self._text) - self._at)
         pieces = [self._text[self._at:]]
+        self._offset += self._at
         got = 0
         for piece in self._chunks:
             pieces.append(piece)
+            self.ascii = self.ascii and piece.isascii()
             got += len(piece)
             if got >= wanted:
                 break
@@ -272,6 +306,7 @@ class _Reader:
             if end == len(self._text) and not self._done:
                 self._more()  # a number may go on in the next chunk: parsed again with it
                 continue
+            self.span = (self._offset + self._at, self._offset + end)
             self._at = end
             return value
 
