@@ -79,6 +79,25 @@ def test_streamed_report_is_the_whole_report(tmp_path, tiny_chunks):
     assert streamed_report.shown_sockets() == whole_report.shown_sockets()
 
 
+def test_an_ascii_trace_kept_open_is_read_again_at_its_spans(tmp_path, tiny_chunks, monkeypatch):
+    # Read again socket by socket at the byte spans found when it was checked, each parsed by orjson;
+    # the non-ASCII trace beside it (its characters are not its bytes) through the chunked reader.
+    write_json(tmp_path / "server.7.json", {**RECORDED, "pid": 7, "sockets": _copies(RECORDED, 30)})
+    loaded = load_inputs([tmp_path], compact=True)
+    assert stream.file_kept_open(loaded.traces[0].data) and loaded.traces[0].data["sockets"]._spans
+    whole, streamed, _, _ = _whole_and_streamed([tmp_path])
+    assert len(whole["sockets"]) == 30 and streamed == whole
+    utf8 = make_trace([make_socket(), make_socket(cookie=7)], program="cl\u00e9ent")
+    (tmp_path / "client.4242.json").write_text(json.dumps(utf8, ensure_ascii=False), encoding="utf-8")
+    monkeypatch.setattr(stream, "KEEP_OPEN", 2)
+    loaded = load_inputs([tmp_path], compact=True)
+    assert all(stream.file_kept_open(trace.data) for trace in loaded.traces)
+    assert [trace.data["program"] for trace in loaded.traces] == ["cl\u00e9ent", "python3"]
+    assert loaded.traces[0].data["sockets"]._spans is None and loaded.traces[1].data["sockets"]._spans
+    whole, streamed, _, _ = _whole_and_streamed([tmp_path])
+    assert len(whole["sockets"]) == 32 and streamed == whole
+
+
 def test_shared_connections_and_handed_off_copies_are_counted_once(tmp_path, tiny_chunks):
     # A prefork server: the parent's unused copy (no cookie, grouped) and the child's inherited one;
     # a connection both hold by cookie.
