@@ -9,7 +9,9 @@ socket (its identity for telling connections apart, see Identity) and the file
 kept open (the first KEEP_OPEN large traces) or else a zlib copy of it (level
 1, about a tenth of it), from which `TraceSockets` yields the sockets again as
 often as it is iterated, one at a time: the file may be replaced meanwhile (a
-running program's next snapshot), what is read again is what was checked.
+running program's next snapshot), what is read again is what was checked. An
+ASCII file kept open is read again at the byte spans of its sockets, each
+parsed by orjson (about twice as fast as json's decoder).
 
 A file of another shape (the "sockets" key before "schema", anything the chunked
 reader does not expect) and a trace that is not valid are read by the caller
