@@ -1,4 +1,5 @@
-"""The report read one socket at a time: what `tcpadvise report` prints as text and JSON.
+"""The report read one socket at a time: what `tcpadvise report` prints as text and JSON, and what
+`export` and `diff` read.
 
 build_report (model/report.py) holds every socket item and the trace socket
 behind it; for a fleet's traces (tens of thousands of sockets, hundreds of MB)
@@ -11,7 +12,8 @@ the report needs, then lets it go:
 - the rules judged on the item alone (advice.held_on_member: for each rule that held
   there, the first such item and the connections of all of them);
 - the TABLE_ROWS busiest items, which text shows (and the total of all: the groups' sums added);
-- the caller's sink, which JSON gives each item to as it comes (render.json.JsonReportWriter).
+- the caller's sink, given each item and its trace socket as they come (JSON writes the item,
+  render.json.JsonReportWriter; export adds the socket into its metrics group).
 
 Memory is then the groups' sums, the busiest items and the traces' compact copies,
 whatever the number of sockets. The findings, policy effects and figures are the
