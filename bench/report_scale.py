@@ -13,13 +13,13 @@ closed into groups, half left open), one small trace. That trace is scaled:
   --snapshot-sockets open connections.
 
 Each input is reported (text and JSON, output to /dev/null) in a fresh process
---runs times; the figures are the median wall time and the median peak RSS
-(ru_maxrss of the child). Cases run interleaved, one run of each in turn.
+--runs times; the figures are the median wall time, the median CPU time and
+the median peak RSS (VmHWM of the child). Cases run interleaved, one run of each in turn.
 
 Writes bench/results/report-scale.{json,md}.
 
 usage: bench/report_scale.py [--build DIR] [--runs N] [--counts 1,100,1000,10000]
-                             [--big-mb 100] [--snapshot-sockets 10000] [--timeout S]
+                             [--big-mb 100] [--snapshot-sockets 10000] [--timeout S] [--baseline DIR]
 """
 import argparse
 import copy
@@ -106,23 +106,30 @@ def write_copies(seed: dict, directory: pathlib.Path, count: int) -> None:
         (directory / f"{seed['program']}.{pid}.json").write_text(json.dumps(trace))
 
 
-def run_report(path: pathlib.Path, fmt: str, timeout: float) -> tuple[float | None, int]:
-    """Wall seconds (None past the timeout) and peak RSS bytes of one `tcpadvise report`."""
+def run_report(path: pathlib.Path, fmt: str, timeout: float, pythonpath: str | None = None) -> tuple[float | None, int, float]:
+    """Wall seconds (None past the timeout), peak RSS bytes and CPU seconds of one `tcpadvise report`
+    (of the package on pythonpath if given)."""
     start = time.monotonic()
-    code = (f"import resource, sys; sys.argv = ['tcpadvise', 'report', '--format', {fmt!r}, {str(path)!r}]\n"
+    # VmHWM, not ru_maxrss: Linux carries a parent's ru_maxrss across fork and exec. CPU time (user
+    # and system) beside the wall time: on a machine shared with other work, it is what the report costs.
+    code = (f"import re, resource, sys; sys.argv = ['tcpadvise', 'report', '--format', {fmt!r}, {str(path)!r}]\n"
             "from tcpadvise.cli import main\n"
             "try:\n    main()\nfinally:\n"
-            "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+            "    status = open('/proc/self/status').read()\n"
+            "    usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+            "    print(re.search(r'VmHWM:\\s*(\\d+) kB', status).group(1), usage.ru_utime + usage.ru_stime,"
+            " file=sys.stderr)\n")
     try:
         done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, timeout=timeout, env={**os.environ, "COLUMNS": "120"}, check=False)
+                              text=True, timeout=timeout, check=False,
+                              env={**os.environ, "COLUMNS": "120", **({"PYTHONPATH": pythonpath} if pythonpath else {})})
     except subprocess.TimeoutExpired:
-        return None, 0
+        return None, 0, 0.0
     elapsed = time.monotonic() - start
     if done.returncode != 0:
         raise RuntimeError(f"tcpadvise report {path} failed: {done.stderr.strip()}")
-    rss = int(done.stderr.strip().splitlines()[-1]) * 1024
-    return elapsed, rss
+    rss, cpu = done.stderr.strip().splitlines()[-1].split()
+    return elapsed, int(rss) * 1024, float(cpu)
 
 
 def main() -> None:
@@ -135,6 +142,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--formats", default="text,json")
     parser.add_argument("--keep", type=pathlib.Path, help="make the inputs here and keep them")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also run the tcpadvise package in DIR (e.g. an earlier release's advisor/), interleaved: "
+                        "rows of arm 'baseline' beside 'this'")
     args = parser.parse_args()
 
     work = args.keep or pathlib.Path(tempfile.mkdtemp(prefix="report-scale."))
@@ -161,30 +171,34 @@ def main() -> None:
         case["bytes"] = sum(f.stat().st_size for f in path.iterdir()) if path.is_dir() else path.stat().st_size
 
     formats = args.formats.split(",")
-    samples = {(name, fmt): [] for name in cases for fmt in formats}
+    arms = {"this": None, **({"baseline": args.baseline} if args.baseline else {})}
+    samples = {(name, fmt, arm): [] for name in cases for fmt in formats for arm in arms}
     for _ in range(args.runs):
         for name, case in cases.items():
             for fmt in formats:
-                samples[(name, fmt)].append(run_report(case["path"], fmt, args.timeout))
-                print(name, fmt, samples[(name, fmt)][-1], file=sys.stderr, flush=True)
+                for arm, pythonpath in arms.items():
+                    samples[(name, fmt, arm)].append(run_report(case["path"], fmt, args.timeout, pythonpath))
+                    print(name, fmt, arm, samples[(name, fmt, arm)][-1], file=sys.stderr, flush=True)
 
     rows = []
-    for (name, fmt), runs in samples.items():
-        times = [elapsed for elapsed, _ in runs if elapsed is not None]
-        rows.append({"case": name, "format": fmt, "sockets": cases[name]["sockets"], "bytes": cases[name]["bytes"],
-                     "runs": len(runs), "timed_out": len(runs) - len(times),
+    for (name, fmt, arm), runs in samples.items():
+        times = [elapsed for elapsed, _, _ in runs if elapsed is not None]
+        rows.append({"case": name, "format": fmt, "arm": arm, "sockets": cases[name]["sockets"],
+                     "bytes": cases[name]["bytes"], "runs": len(runs), "timed_out": len(runs) - len(times),
                      "median_s": statistics.median(times) if times else None,
                      "min_s": min(times) if times else None, "max_s": max(times) if times else None,
-                     "median_peak_rss_bytes": statistics.median(rss for _, rss in runs if rss) if times else None})
+                     "median_peak_rss_bytes": statistics.median(rss for _, rss, _ in runs if rss) if times else None,
+                     "median_cpu_s": statistics.median(cpu for elapsed, _, cpu in runs if elapsed is not None)
+                     if times else None})
     results = {"benchmark": "report-scale", "host": platform.node(), "cpus": os.cpu_count(),
                "python": platform.python_version(), "runs": args.runs, "timeout_s": args.timeout, "rows": rows}
     out = REPO / "bench" / "results"
     (out / "report-scale.json").write_text(json.dumps(results, indent=2) + "\n")
     lines = ["# tcpadvise report at fleet scale", "",
              (f"{args.runs} runs of each case, interleaved; median wall time (min-max) and median peak RSS of the "
-              "`tcpadvise report` process, over the runs that ended within the timeout. Inputs scaled from one "
-              "recorded trace (bench/report_scale.py)."), "",
-             "| input | sockets | size | format | time | peak RSS |", "|---|---:|---:|---|---:|---:|"]
+              "`tcpadvise report` process (VmHWM) and its median CPU time (user + system), over the runs that "
+              "ended within the timeout. Inputs scaled from one recorded trace (bench/report_scale.py)."), "",
+             "| input | sockets | size | format | arm | time | CPU | peak RSS |", "|---|---:|---:|---|---|---:|---:|---:|"]
     for row in rows:
         if row["median_s"] is None:
             time_text = f"> {args.timeout:g} s"
@@ -193,8 +207,9 @@ def main() -> None:
             if row["timed_out"]:
                 time_text += f", {row['timed_out']} of {row['runs']} runs over {args.timeout:g} s"
         rss = f"{row['median_peak_rss_bytes'] / 2**20:.0f} MiB" if row["median_peak_rss_bytes"] else "-"
+        cpu = f"{row['median_cpu_s']:.2f} s" if row["median_cpu_s"] is not None else "-"
         lines.append(f"| {row['case']} | {row['sockets']} | {row['bytes'] / 1e6:.1f} MB | {row['format']} | "
-                     f"{time_text} | {rss} |")
+                     f"{row['arm']} | {time_text} | {cpu} | {rss} |")
     (out / "report-scale.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

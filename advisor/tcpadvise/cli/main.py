@@ -373,9 +373,9 @@ def report_command(
     """
     from ..model.filters import at_least, filter_inputs, filter_report
     from ..model.report import build_report
-    from ..policy.config import write_policy_config
+    from ..model.streaming import stream_report
     from ..policy.effect import policy_effects
-    from ..render.json import render_json
+    from ..render.json import JsonReportWriter
     from ..render.printable import neutralised_report
     from ..render.text import render_text
     from ..rules.advice import advise
@@ -388,45 +388,81 @@ def report_command(
     rulebook = load_rulebook(rule_files)
     measured = load_calibration(calibration) if calibration is not None else None
     filters = filters_from(filter_values)
-    inputs = filter_inputs(load_inputs(paths), filters)
-    # A command that runs once: what it read is kept to the end, out of the cyclic collector's
-    # reach, which would otherwise walk it again in every later step (seconds for 100 MB).
-    gc.freeze()
-    if by_host:
-        if policy_file is not None:
-            raise click.UsageError("--emit-policy writes one config for all the traces: leave out --by-host")
-        reports = {host: filter_report(build_report(part), filters) for host, part in split_by_host(inputs).items()}
-        for report in reports.values():
-            report.findings = at_least(advise(report, rulebook, measured), min_severity, SEVERITIES)
-            report.policy_effects = policy_effects(report)
-        _emit_by_host(
-            output_format,
-            output,
-            {host: (report.to_json(), lambda console, report=report: render_text(neutralised_report(report), console))
-             for host, report in reports.items()},
-        )
-        _exit_if_damaged(inputs)
-        return
-    report = filter_report(build_report(inputs), filters)
-    report.findings = at_least(advise(report, rulebook, measured), min_severity, SEVERITIES)
-    report.policy_effects = policy_effects(report)
-    if policy_file is not None:
-        config = write_policy_config(policy_file, report.findings)
-        click.echo(
-            f"tcpadvise: wrote {len(config['rules'])} policy rule(s) to {policy_file}; "
-            f"next: tcpadvise record --policy {policy_file} -- COMMAND",
-            err=True,
-        )
     _require_html_destination(output_format, output)
+    if by_host and policy_file is not None:
+        raise click.UsageError("--emit-policy writes one config for all the traces: leave out --by-host")
+    if by_host and output_format == "html":
+        raise click.UsageError("--by-host writes text or json; for a page per host, filter the traces by host")
+    # Text and JSON read the traces one socket at a time (model/streaming.py): what is held is a
+    # compressed copy of each trace, the socket groups' sums and the busiest items; JSON writes
+    # each socket item as it comes. The page draws every socket group and reads them all at once.
+    inputs = filter_inputs(load_inputs(paths, compact=output_format != "html"), filters)
     if output_format == "html":
+        # A command that runs once: what it read is kept to the end, out of the cyclic collector's
+        # reach, which would otherwise walk it again in every later step (seconds for 100 MB).
+        gc.freeze()
+        report = filter_report(build_report(inputs), filters)
+        report.findings = at_least(advise(report, rulebook, measured), min_severity, SEVERITIES)
+        report.policy_effects = policy_effects(report)
+        _emit_policy(policy_file, report.findings)
         from ..render.html import report_html  # matplotlib: imported only for html
 
         _emit(report_html(report), output)
-    elif output_format == "json":
-        _emit(render_json(report), output)
+        _exit_if_damaged(inputs)
+        return
+    parts = split_by_host(inputs) if by_host else {None: inputs}
+
+    def reports(out=None):
+        """Each part's report; with out, each written there as JSON while it is read."""
+        if out is not None:
+            out.write(b"[" if by_host else b"")
+        for number, (host, part) in enumerate(parts.items()):
+            writer = None
+            if out is not None:
+                writer = JsonReportWriter(out, level=1 if by_host else 0)
+                if by_host:
+                    out.write(b"\n  " if number == 0 else b",\n  ")
+                writer.begin([str(trace.path) for trace in part.traces], host)
+            report = stream_report(part, filters, rulebook, measured, min_severity,
+                                   sink=(lambda item, _raw: writer.item(item)) if writer is not None else None,
+                                   with_total=writer is None)
+            if writer is not None:
+                writer.end(report.findings, report.warnings, report.policy_effects)
+            yield host, report
+        if out is not None:
+            out.write((b"\n]" if parts else b"]") + b"\n" if by_host else b"\n")
+
+    if output_format == "json":
+        findings = _emit_streamed(lambda out: [report.findings for _, report in reports(out)], output)
+        if not by_host:
+            _emit_policy(policy_file, findings[0])
     else:
-        _emit_text(lambda console: render_text(neutralised_report(report), console), output)
+        done = dict(reports())
+        if not by_host:
+            _emit_policy(policy_file, done[None].findings)
+
+        def render_all(console) -> None:
+            for host, report in done.items():
+                if by_host:
+                    console.print(f"host {host}", style="bold underline")
+                render_text(neutralised_report(report), console)
+
+        _emit_text(render_all, output)
     _exit_if_damaged(inputs)
+
+
+def _emit_policy(policy_file: Path | None, findings: list[dict]) -> None:
+    """--emit-policy: the config that applies the findings' recommendations, and a line saying so."""
+    from ..policy.config import write_policy_config
+
+    if policy_file is None:
+        return
+    config = write_policy_config(policy_file, findings)
+    click.echo(
+        f"tcpadvise: wrote {len(config['rules'])} policy rule(s) to {policy_file}; "
+        f"next: tcpadvise record --policy {policy_file} -- COMMAND",
+        err=True,
+    )
 
 
 @cli.command(name="export")
@@ -475,7 +511,7 @@ def export_command(output_format: str, rule_files: tuple[Path, ...], hosts: tupl
     from ..rules.rulebook import load_rulebook
     from ..trace.reader import load_inputs
 
-    inputs = _on_hosts(load_inputs(paths), hosts)
+    inputs = _on_hosts(load_inputs(paths, compact=True), hosts)
     click.echo(render(inputs, load_rulebook(rule_files), output_format), nl=False)
 
 
@@ -712,7 +748,8 @@ def ab_report_command(
     from ..trace.reader import load_inputs
 
     _require_html_destination(output_format, output)
-    inputs = load_inputs(paths)
+    # An experiment is read from each trace's "experiment" block: the sockets are never held (compact).
+    inputs = load_inputs(paths, compact=True)
     if by_host:
         _emit_by_host(
             output_format,
@@ -777,21 +814,20 @@ def diff_command(before: Path, after: Path, output_format: str, output: Path | N
     3 compared, but damaged traces were skipped.
     """
     from ..model.diff import diff_reports, regressed
-    from ..model.report import build_report
+    from ..model.filters import Filters
+    from ..model.streaming import stream_report
     from ..render.json import dumps
     from ..render.printable import neutralised
     from ..render.text import render_diff_text
-    from ..rules.advice import advise
     from ..rules.rulebook import load_rulebook
     from ..trace.reader import load_inputs
 
     rulebook = load_rulebook(rule_files)
     sides = []
     for path in (before, after):
-        inputs = load_inputs((path,))
-        report = build_report(inputs)
-        report.findings = advise(report, rulebook)
-        sides.append((inputs, report))
+        # Each side read one socket at a time (model/streaming.py): its groups' sums and findings.
+        inputs = load_inputs((path,), compact=True)
+        sides.append((inputs, stream_report(inputs, Filters(), rulebook, with_total=False)))
     document = diff_reports(sides[0][1], sides[1][1])
     if output_format == "json":
         _emit(dumps(document), output)
@@ -1062,20 +1098,42 @@ def _emit(text: str | bytes, output: Path | None) -> None:
     click.echo(f"tcpadvise: wrote {output}", err=True)
 
 
-def _write_output(output: Path, text: str | bytes) -> None:
-    """Write a report file through safefile: a new file renamed into place.
+def _emit_streamed(write, output: Path | None):
+    """write(out) writes bytes to out as they are made (a JSON report read one socket at a time),
+    to stdout or to -o FILE (as _write_output: renamed into place once complete); its result."""
+    from ..safefile import open_atomically
 
-    A rename would replace a device or pipe (/dev/stdout, a FIFO) with a plain file, so a path that
-    is, or leads to, anything but a regular file is refused; stdout is there for those.
-    """
-    from ..safefile import write_atomically
+    if output is None:
+        out = click.get_binary_stream("stdout")
+        result = write(out)
+        out.flush()
+        return result
+    _check_output(output)
+    try:
+        with open_atomically(output) as out:
+            result = write(out)
+    except OSError as error:
+        raise OutputWriteError(f"{output}: cannot write ({error.strerror or error})") from None
+    click.echo(f"tcpadvise: wrote {output}", err=True)
+    return result
 
+
+def _check_output(output: Path) -> None:
+    """A rename would replace a device or pipe (/dev/stdout, a FIFO) with a plain file, so a path
+    that is, or leads to, anything but a regular file is refused; stdout is there for those."""
     try:
         kind = output.stat().st_mode
     except OSError:
         kind = None
     if kind is not None and not stat.S_ISREG(kind):
         raise OutputWriteError(f"{output}: not a regular file (leave out -o to write to stdout)")
+
+
+def _write_output(output: Path, text: str | bytes) -> None:
+    """Write a report file through safefile: a new file renamed into place (_check_output first)."""
+    from ..safefile import write_atomically
+
+    _check_output(output)
     try:
         write_atomically(output, text)
     except OSError as error:

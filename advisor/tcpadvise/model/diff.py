@@ -15,12 +15,15 @@ a single connection with care.
 """
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from .. import schemas
 from ..units import ns_to_us
 from . import hist
-from .metrics import Scope, subjects_of
 from .report import Report
+
+if TYPE_CHECKING:
+    from .streaming import StreamedReport
 
 DIFF_SCHEMA = schemas.uri("tcpadvise.diff/1")
 CONFIDENCE = 0.95
@@ -39,7 +42,7 @@ def _finding_key(finding: dict) -> tuple:
     return finding["rule"], scope.get("program"), scope.get("role"), scope.get("local_port"), scope.get("peer_port")
 
 
-def diff_reports(before: Report, after: Report) -> dict:
+def diff_reports(before: "Report | StreamedReport", after: "Report | StreamedReport") -> dict:
     """The diff document (schemas/diff-1.schema.json) of two reports with their findings."""
     before_groups, after_groups = _groups(before), _groups(after)
     both = [key for key in before_groups if key in after_groups]
@@ -68,20 +71,13 @@ def regressed(document: dict) -> bool:
     return grew or bool(document["findings_appeared"])
 
 
-def _groups(report: Report) -> dict[GroupKey, dict]:
+def _groups(report: "Report | StreamedReport") -> dict[GroupKey, dict]:
     """Each socket group's merged figures (Scope.merged), with its segments per write."""
     return {
         (scope.program, scope.role, scope.local_port, scope.peer, scope.peer_port, scope.merged["stream"]):
-            {**scope.merged, "segments_per_write": _segments_per_write([report.sockets[index] for index in scope.sockets])}
-        for scope in subjects_of(report) if isinstance(scope, Scope)
+            {**scope.merged, "segments_per_write": segments_per_write}
+        for scope, segments_per_write in report.group_segments_per_write()
     }
-
-
-def _segments_per_write(items: list[dict]) -> float | None:
-    """Data segments sent per write call, over the connections whose tcp_info was read."""
-    sampled = [item for item in items if item["tcp_info"].get("data_segs_out") is not None]
-    writes = sum(item["writes"]["calls"] for item in sampled)
-    return sum(item["tcp_info"]["data_segs_out"] for item in sampled) / writes if writes else None
 
 
 def _key_json(key: GroupKey) -> dict:

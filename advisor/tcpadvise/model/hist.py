@@ -70,29 +70,47 @@ def percentile(histogram: dict, fraction: float) -> float | None:
     instead. Either way the result is clamped to [min, max], the range of the
     values actually recorded, and fraction 1 is max.
     """
-    if histogram["count"] == 0 or not histogram["buckets"]:
-        return None
-    rank = fraction * histogram["count"]
-    if rank >= histogram["count"]:
-        return histogram["max"]  # the top is known exactly
+    return percentiles(histogram, (fraction,))[0]
+
+
+def percentiles(histogram: dict, fractions: tuple[float, ...]) -> list[float | None]:
+    """percentile() of each fraction, the buckets sorted and walked once for all of them."""
+    count = histogram["count"]
+    if count == 0 or not histogram["buckets"]:
+        return [None] * len(fractions)
+    results: list = [None] * len(fractions)
+    wanted = []  # (rank, position) of the fractions below the top, lowest rank first
+    for position, fraction in enumerate(fractions):
+        rank = fraction * count
+        if rank >= count:
+            results[position] = histogram["max"]  # the top is known exactly
+        else:
+            wanted.append((rank, position))
+    wanted.sort()
     fine = "sub_buckets" in histogram
     cumulative = 0
-    # Buckets in ascending order as they stand: only the one found is turned into its edges (a
+    # Buckets in ascending order as they stand: only those found are turned into their edges (a
     # 100 MB trace has tens of millions of buckets, ranges() would convert each).
-    for bucket in sorted(histogram["buckets"]):
-        count = bucket[-1]
-        if count and cumulative + count >= rank:
+    for bucket in sorted(histogram["buckets"]) if wanted else ():
+        bucket_count = bucket[-1]
+        while wanted and bucket_count and cumulative + bucket_count >= wanted[0][0]:
+            rank, position = wanted.pop(0)
             low, high = _edges(histogram, bucket)
             # The shim counts whole units (bytes, calls, clock ticks), so a coarse bucket at most one
             # unit wide holds one value: interpolating would invent fractions.
             if fine and low <= histogram["max"] < high and not low <= histogram["min"] < high:
-                return histogram["max"]
+                results[position] = histogram["max"]
+                continue
             exact = fine or high - low <= 1
-            value = low if exact else low + (high - low) * (rank - cumulative) / count
-            return _clamp(value, histogram["min"], histogram["max"])
-        cumulative += count
+            value = low if exact else low + (high - low) * (rank - cumulative) / bucket_count
+            results[position] = _clamp(value, histogram["min"], histogram["max"])
+        if not wanted:
+            break
+        cumulative += bucket_count
     # Bucket counts summing to less than "count" (unbucketed values, a torn snapshot): the top.
-    return histogram["max"]
+    for _, position in wanted:
+        results[position] = histogram["max"]
+    return results
 
 
 def mean(histogram: dict) -> float | None:
@@ -166,3 +184,81 @@ def _indexed(histogram: dict) -> bool:
 
 def _clamp(value: float, lowest: float, highest: float) -> float:
     return max(lowest, min(value, highest))
+
+
+class Sum:
+    """merge() one histogram at a time: add() each, result() is merge() of all of them, without
+    keeping them (a socket group's histograms are summed as its sockets are read)."""
+
+    def __init__(self):
+        self._added = 0
+        self._first: dict | None = None
+        self._units: set = set()
+        self._count = self._sum = 0
+        self._min = self._max = None
+        self._layouts: set = set()  # (sub_buckets, scale) of the non-empty indexed ones
+        self._by_layout: dict[tuple, dict[int, int]] = {}
+        self._by_range: Counter = Counter()
+        self._ranged = False
+        self._fine: set = set()
+        self._all_fine = True
+
+    def add(self, histogram: dict) -> None:
+        """Add one histogram: the first is only kept (a sum of one is merge() of it), the rest counted."""
+        self._added += 1
+        if self._added == 1:
+            self._first = histogram
+            return
+        if self._added == 2:
+            self._count_in(self._first)
+        self._count_in(histogram)
+
+    def _count_in(self, histogram: dict) -> None:
+        self._units.add(histogram["unit"])
+        self._count += histogram["count"]
+        self._sum += histogram["sum"]
+        if histogram["count"]:
+            self._min = histogram["min"] if self._min is None else min(self._min, histogram["min"])
+            self._max = histogram["max"] if self._max is None else max(self._max, histogram["max"])
+        if "sub_buckets" in histogram:
+            self._fine.add(histogram["sub_buckets"])
+        else:
+            self._all_fine = False
+        if _indexed(histogram):
+            layout = (histogram["sub_buckets"], histogram["scale"])
+            if histogram["count"]:
+                self._layouts.add(layout)
+            counter = self._by_layout.get(layout)
+            if counter is None:
+                counter = self._by_layout[layout] = {}
+            get = counter.get
+            for index, count in histogram["buckets"]:
+                counter[index] = get(index, 0) + count
+        else:
+            self._ranged = True
+            for low, high, count in histogram["buckets"]:
+                self._by_range[(low, high)] += count
+
+    def result(self) -> dict:
+        if self._added == 1:
+            return merge([self._first])
+        if len(self._units) != 1:
+            raise ValueError(f"cannot merge histograms of units {sorted(self._units)}")
+        merged = {"unit": next(iter(self._units)), "count": self._count, "sum": self._sum,
+                  "min": 0 if self._min is None else self._min, "max": 0 if self._max is None else self._max}
+        if not self._ranged and len(self._layouts) <= 1:
+            sub_buckets, scale = next(iter(self._layouts)) if self._layouts else (
+                self._first["sub_buckets"], self._first["scale"])
+            by_index: Counter[int] = Counter()
+            for counter in self._by_layout.values():
+                by_index.update(counter)
+            return merged | {"sub_buckets": sub_buckets, "scale": scale,
+                             "buckets": [[index, count] for index, count in sorted(by_index.items())]}
+        by_range = Counter(self._by_range)
+        for (sub_buckets, scale), counter in self._by_layout.items():
+            for index, count in counter.items():
+                by_range[(_scaled(bucket_low(index, sub_buckets), scale),
+                          _scaled(bucket_high(index, sub_buckets), scale))] += count
+        if self._fine and len(self._fine) == 1 and self._all_fine:
+            merged["sub_buckets"] = next(iter(self._fine))
+        return merged | {"buckets": [[low, high, count] for (low, high), count in sorted(by_range.items())]}

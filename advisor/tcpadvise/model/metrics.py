@@ -29,7 +29,7 @@ from ..trace.reader import Manifest
 from ..units import ratio
 from . import hist
 from .report import Report
-from .sockets import is_stream, merge_sockets
+from .sockets import SocketsSum, is_stream
 
 SCOPE, RUN = "scope", "run"
 
@@ -103,20 +103,22 @@ def subjects_of(report: Report) -> list[Subject]:
     if report.subjects is None:
         indexes_by_key: dict[tuple, list[int]] = {}
         for index, item in enumerate(report.sockets):
-            indexes_by_key.setdefault(_scope_key(item), []).append(index)
+            indexes_by_key.setdefault(scope_key(item), []).append(index)
         scopes = [_scope(report, indexes) for indexes in indexes_by_key.values()]
-        report.subjects = [*scopes, *(_run(report, manifest) for manifest in report.manifests)]
+        report.subjects = [*scopes, *(run_subject(report.traces, manifest) for manifest in report.manifests)]
     return report.subjects
 
 
-def _run(report: Report, manifest: Manifest) -> Run:
+def run_subject(traces: list, manifest: Manifest) -> Run:
+    """The subject of a record run: its manifest and the sockets of its traces."""
     # The run's traces are those beside its record.json (traces.load_inputs already left out older ones).
     directory = manifest.path.resolve().parent
-    beside = [trace for trace in report.traces if trace.path.resolve().parent == directory]
+    beside = [trace for trace in traces if trace.path.resolve().parent == directory]
     return Run(manifest, traced_sockets=sum(len(trace.data["sockets"]) for trace in beside))
 
 
-def _scope_key(item: dict) -> tuple:
+def scope_key(item: dict) -> tuple:
+    """The scope a socket item belongs to: its program, role and service, and whether it only sends."""
     # Streams (writes, no reply) and conversations on the same service are told apart: iperf3's
     # data connections are not its control connection, and a mean over both would be neither.
     pattern = "stream" if is_stream(item) else "exchange"
@@ -128,35 +130,64 @@ def _scope_key(item: dict) -> tuple:
 
 
 def _scope(report: Report, indexes: list[int]) -> Scope:
-    first = report.sockets[indexes[0]]
-    raw = [report.raw_sockets[index] for index in indexes]
-    merged = merge_sockets(raw)
-    merged["options"] = _agreed([socket["options"] for socket in raw])
-    merged["options_set"] = _agreed([socket["options_set"] for socket in raw])
-    merged["tcp_info"] = _merged_tcp_info([socket.get("tcp_info", {}) for socket in raw])
-    merged["seconds"] = _seconds(report, indexes)
-    merged["stream"] = all(is_stream(report.raw_sockets[index]) for index in indexes)
-    merged["loopback"] = all(_loopback(report.sockets[index]["peer"]["addr"]) for index in indexes)
-    role = first["role"]
-    return Scope(
-        program=first["program"],
-        role=role,
-        local_port=first["local"]["port"] if role != "client" else None,
-        peer=first["peer"]["addr"] if role != "server" else None,
-        peer_port=first["peer"]["port"] if role != "server" else None,
-        pids=sorted({pid for index in indexes for pid in report.sockets[index]["pids"]}),
-        sockets=indexes,
-        merged=merged,
-    )
+    total = ScopeSum()
+    for index in indexes:
+        total.add(report.sockets[index], report.raw_sockets[index], index)
+    return total.scope()
 
 
-def _seconds(report: Report, indexes: list[int]) -> float | None:
-    """The connections' open time added up (the shim's duration_ns), or without it the longest time a
-    process of the scope was observed."""
-    durations = [report.raw_sockets[index].get("duration_ns") for index in indexes]
-    if all(duration is not None for duration in durations):
-        return sum(durations) / 1e9 or None
-    return max(report.sockets[index]["observed_s"] or 0 for index in indexes) or None
+class ScopeSum:
+    """A scope made one socket item at a time (add: the item, the trace socket behind it, its index
+    in the report); scope() is the Scope of every item added, as if made of them at once."""
+
+    def __init__(self):
+        self.first: dict | None = None
+        self.indexes: list[int] = []
+        self._pids: set[int] = set()
+        self._figures = SocketsSum()
+        self._options = _Agreed()
+        self._options_set = _Agreed()
+        self._tcp_info = _TcpInfoSum()
+        self._durations: float | None = 0  # None once a socket has no duration_ns
+        self._observed = 0.0
+        self._stream = self._loopback = True
+
+    def add(self, item: dict, raw: dict, index: int) -> None:
+        if self.first is None:
+            self.first = item
+        self.indexes.append(index)
+        self._pids.update(item["pids"])
+        self._figures.add(raw)
+        self._options.add(raw["options"])
+        self._options_set.add(raw["options_set"])
+        self._tcp_info.add(raw.get("tcp_info", {}))
+        duration = raw.get("duration_ns")
+        self._durations = None if duration is None or self._durations is None else self._durations + duration
+        self._observed = max(self._observed, item["observed_s"] or 0)
+        self._stream = self._stream and is_stream(raw)
+        self._loopback = self._loopback and _loopback(item["peer"]["addr"])
+
+    def scope(self) -> Scope:
+        merged = self._figures.result()
+        merged["options"] = self._options.result()
+        merged["options_set"] = self._options_set.result()
+        merged["tcp_info"] = self._tcp_info.result()
+        # The connections' open time added up (the shim's duration_ns), or without it the longest
+        # time a process of the scope was observed.
+        merged["seconds"] = (self._durations / 1e9 or None) if self._durations is not None else (self._observed or None)
+        merged["stream"] = self._stream
+        merged["loopback"] = self._loopback
+        first, role = self.first, self.first["role"]
+        return Scope(
+            program=first["program"],
+            role=role,
+            local_port=first["local"]["port"] if role != "client" else None,
+            peer=first["peer"]["addr"] if role != "server" else None,
+            peer_port=first["peer"]["port"] if role != "server" else None,
+            pids=sorted(self._pids),
+            sockets=self.indexes,
+            merged=merged,
+        )
 
 
 def member_scopes(report: Report, scope: Scope) -> list[Scope]:
@@ -176,37 +207,60 @@ def _loopback(address: str) -> bool:
         return False
 
 
-def _agreed(tables: list[dict]) -> dict:
-    """The entries every table has with the same value."""
-    agreed = {}
-    for key in dict.fromkeys(key for table in tables for key in table):
-        values = [table.get(key) for table in tables]
-        if all(value == values[0] for value in values) and values[0] is not None:
-            agreed[key] = values[0]
-    return agreed
+class _Agreed:
+    """The entries every table added has with the same value (in the first table's order)."""
+
+    def __init__(self):
+        self._agreed: dict | None = None
+
+    def add(self, table: dict) -> None:
+        if self._agreed is None:
+            self._agreed = {key: value for key, value in table.items() if value is not None}
+        elif self._agreed:
+            self._agreed = {key: value for key, value in self._agreed.items() if table.get(key) == value}
+
+    def result(self) -> dict:
+        return dict(self._agreed or {})
 
 
-def _merged_tcp_info(infos: list[dict]) -> dict:
-    infos = [info for info in infos if info]
-    if not infos:
-        return {}
-    merged = {
-        key: sum(info.get(key, 0) for info in infos)
-        for key in _TCP_INFO_COUNTERS
-        if any(key in info for info in infos)
-    }
-    for key in _TCP_INFO_MEANS:
-        weighted = [(info[key], info.get("samples", 1)) for info in infos if key in info]
-        if weighted:
-            merged[key] = sum(value * weight for value, weight in weighted) / sum(
-                weight for _, weight in weighted
-            )
-    # Gauges (segment size, window, rate) do not add up: take the best-sampled entry's.
-    representative = max(infos, key=lambda info: info.get("samples", 1))
-    for key in ("snd_mss", "snd_cwnd", "delivery_rate", "notsent_bytes", "outq_bytes"):
-        if key in representative:
-            merged[key] = representative[key]
-    return merged
+class _TcpInfoSum:
+    """The scope's tcp_info: counters added up, rtt and rttvar averaged weighted by samples, gauges
+    (segment size, window, rate; they do not add up) from the best-sampled entry."""
+
+    def __init__(self):
+        self._any = False
+        self._counters: dict[str, int] = {}
+        self._means: dict[str, list] = {}
+        self._representative: dict | None = None
+
+    def add(self, info: dict) -> None:
+        if not info:
+            return
+        self._any = True
+        for key in _TCP_INFO_COUNTERS:
+            if key in info:
+                self._counters[key] = self._counters.get(key, 0) + info[key]
+        for key in _TCP_INFO_MEANS:
+            if key in info:
+                weight = info.get("samples", 1)
+                total = self._means.setdefault(key, [0, 0])
+                total[0] += info[key] * weight
+                total[1] += weight
+        if self._representative is None or info.get("samples", 1) > self._representative.get("samples", 1):
+            self._representative = info
+
+    def result(self) -> dict:
+        if not self._any:
+            return {}
+        # Counters absent from every entry stay absent; one present in some counts 0 for the others.
+        merged = {key: self._counters[key] for key in _TCP_INFO_COUNTERS if key in self._counters}
+        for key in _TCP_INFO_MEANS:
+            if key in self._means:
+                merged[key] = self._means[key][0] / self._means[key][1]
+        for key in ("snd_mss", "snd_cwnd", "delivery_rate", "notsent_bytes", "outq_bytes"):
+            if key in self._representative:
+                merged[key] = self._representative[key]
+        return merged
 
 
 def _percentile(section: str, histogram: str, fraction: float) -> Callable[[Scope], float | None]:

@@ -21,15 +21,19 @@ manifests in `Report.manifests`, and fills `Report.findings`.
 
 import shlex
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .. import schemas
 from ..symbols.elfinfo import BinaryInfo, blind_spot
-from ..symbols.symbolize import Symbolizer, socket_call_sites
+from ..symbols.symbolize import Symbolizer, merge_call_sites, socket_call_sites
 from ..trace.reader import Inputs, Manifest, Trace
+from ..trace.stream import Identity, TraceSockets, deferred_errors, opened
 from .sockets import is_stream, merge_sockets, nodelay_set_by, socket_figures
 
 REPORT_SCHEMA = schemas.uri("tcpadvise.report/1")
+# TABLE_ROWS: the socket items the text table shows at most (the busiest; JSON has them all).
+TABLE_ROWS = 200
 
 
 @dataclass
@@ -65,17 +69,67 @@ class Report:
         merged = merge_sockets(self.raw_sockets)
         return {"connections": merged["connections"], **socket_figures(merged)}
 
+    @property
+    def socket_count(self) -> int:
+        return len(self.sockets)
+
+    def shown_sockets(self) -> list[dict]:
+        """The socket items the text table shows: all of them, or past TABLE_ROWS the busiest (most
+        calls), in report order. A table of thousands of rows is for a program, which JSON serves."""
+        items = self.sockets
+        if len(items) <= TABLE_ROWS:
+            return items
+        busiest = sorted(range(len(items)), key=lambda index: -(items[index]["writes"]["calls"] + items[index]["reads"]["calls"]))
+        return [items[index] for index in sorted(busiest[:TABLE_ROWS])]
+
+    def group_segments_per_write(self) -> list[tuple]:
+        """Per socket group (metrics.subjects_of's scopes): the scope and its SegmentsPerWrite."""
+        from .metrics import Scope, subjects_of  # metrics reads Report
+
+        result = []
+        for scope in subjects_of(self):
+            if isinstance(scope, Scope):
+                segments = SegmentsPerWrite()
+                for index in scope.sockets:
+                    segments.add(self.sockets[index])
+                result.append((scope, segments.result()))
+        return result
+
+    def call_site_groups(self) -> list[dict]:
+        """Per socket group (metrics.subjects_of's scopes): who it is, its call sites and bursts."""
+        from .metrics import Scope, subjects_of  # metrics reads Report
+
+        return [
+            {"program": scope.program, "role": scope.role, "local_port": scope.local_port, "peer": scope.peer,
+             "peer_port": scope.peer_port,
+             "call_sites": merge_call_sites([self.sockets[index].get("call_sites", []) for index in scope.sockets]),
+             "bursts": sum((self.sockets[index].get("bursts") or {}).get("count") or 0 for index in scope.sockets)}
+            for scope in subjects_of(self) if isinstance(scope, Scope)
+        ]
+
+
+class SegmentsPerWrite:
+    """Data segments sent per write call over socket items added one at a time, counting those whose
+    tcp_info was read (diff's segments_per_write)."""
+
+    def __init__(self):
+        self._segments = 0
+        self._writes = 0
+
+    def add(self, item: dict) -> None:
+        segments = item["tcp_info"].get("data_segs_out")
+        if segments is not None:
+            self._segments += segments
+            self._writes += item["writes"]["calls"]
+
+    def result(self) -> float | None:
+        return self._segments / self._writes if self._writes else None
+
 
 def build_report(inputs: Inputs) -> Report:
-    """The report on every socket of every trace in `inputs`, in trace order.
-
-    A connection seen by several processes (a prefork server's listener and the child serving
-    it) is one item: entries with the same cookie are merged and counted once.
-    """
+    """The report on every socket of every trace in `inputs`, in trace order (report_entries)."""
     symbolizer = Symbolizer()
-    entries = _once_per_connection(
-        _without_handed_off_copies([(trace, socket) for trace in inputs.traces for socket in trace.data["sockets"]])
-    )
+    entries = list(report_entries(inputs.traces))
     return Report(
         traces=inputs.traces,
         sockets=[socket_item(trace, socket, pids, symbolizer) for trace, socket, pids in entries],
@@ -85,33 +139,85 @@ def build_report(inputs: Inputs) -> Report:
     )
 
 
-def _without_handed_off_copies(entries: list[tuple[Trace, dict]]) -> list[tuple[Trace, dict]]:
-    """The entries less a fork parent's unused copies of connections its children served.
+def report_entries(traces: list[Trace]) -> Iterator[tuple[Trace, dict, list[int]]]:
+    """Every socket of every trace as (trace, socket, pids of the processes that held it), in trace
+    order, one at a time: a trace's sockets are iterated (twice for a trace holding a connection
+    that another process held too), never all held at once.
+
+    A connection seen by several processes (a prefork server's listener and the child serving
+    it) is one entry: entries with the same cookie are merged and counted once, in the place of the
+    first. A fork parent's unused copies of connections its children served are left out
+    (_handed_off).
+    """
+    identities = [(trace, identity) for trace in traces for identity in _identities(trace.data["sockets"])]
+    connections = _handed_off(identities)
+    groups = _shared_connections(identities, connections)
+    members: dict[int, list[tuple[Trace, dict]]] = {}
+    if groups:
+        wanted = {position for positions in groups.values() for position in positions}
+        for position, (trace, socket) in _positions(traces, connections):
+            if position in wanted:
+                members[position] = (trace, socket)
+    group_of = {position: positions for positions in groups.values() for position in positions}
+    for position, (trace, socket) in _positions(traces, connections):
+        shared = group_of.get(position)
+        if shared is None:
+            yield trace, socket, [trace.data["pid"]]
+        elif position == shared[0]:
+            same = [members[other] for other in shared]
+            main_trace, main = max(same, key=lambda pair: _activity(pair[1]))
+            combined = {**main, **merge_sockets(other for _, other in same), "connections": main["connections"]}
+            yield main_trace, combined, sorted({other_trace.data["pid"] for other_trace, _ in same})
+
+
+def _identities(sockets) -> list[Identity]:
+    return sockets.identities if isinstance(sockets, TraceSockets) else [Identity.of(socket) for socket in sockets]
+
+
+def _positions(traces: list[Trace], connections: list[int | None]) -> Iterator[tuple[int, tuple[Trace, dict]]]:
+    """(position, (trace, socket)) of every socket kept, its connection count as _handed_off made it."""
+    position = 0
+    for trace in traces:
+        data, sockets = opened(trace.data)
+        if data is not trace.data:
+            trace = Trace(trace.path, data)
+        for socket in sockets:
+            count = connections[position]
+            if count is not None:
+                yield position, (trace, socket if count == socket["connections"] else {**socket, "connections": count})
+            position += 1
+
+
+def _handed_off(identities: list[tuple[Trace, Identity]]) -> list[int | None]:
+    """Per socket, its connection count less a fork parent's unused copies of connections its
+    children served, or None for a socket that was only such copies.
 
     A prefork server accepts a connection, forks, and closes its copy unused (used: false); the
     child's copy (inherited: true) is the connection. A copy that kept its cookie is matched by it
-    (_once_per_connection); those folded into a group of several have none, and are taken out here,
+    (_shared_connections); those folded into a group of several have none, and are taken out here,
     as many as the children's inherited connections no cookie matched.
     """
     # Processes are (host, pid): traces of several hosts may share pids.
     cookies_of: dict[tuple, set[int]] = {}
-    for trace, socket in entries:
-        cookies_of.setdefault(_process(trace), set()).add(socket.get("cookie") or 0)
+    for trace, identity in identities:
+        cookies_of.setdefault(_process(trace), set()).add(identity.cookie or 0)
     unmatched: Counter[tuple] = Counter()
-    for trace, socket in entries:
+    for trace, identity in identities:
         parent = (trace.data.get("host"), trace.data["ppid"])
-        if socket.get("inherited") and not (socket.get("cookie") and socket["cookie"] in cookies_of.get(parent, ())):
-            unmatched[parent] += socket["connections"]
-    result = []
-    for trace, socket in entries:
+        if identity.inherited and not (identity.cookie and identity.cookie in cookies_of.get(parent, ())):
+            unmatched[parent] += identity.connections
+    result: list[int | None] = []
+    for trace, identity in identities:
         pid = _process(trace)
-        if socket.get("used") is False and not socket.get("inherited") and not socket.get("cookie") and unmatched[pid]:
-            handed = min(unmatched[pid], socket["connections"])
+        count = identity.connections
+        if identity.used is False and not identity.inherited and not identity.cookie and unmatched[pid]:
+            handed = min(unmatched[pid], count)
             unmatched[pid] -= handed
-            if handed == socket["connections"]:
+            if handed == count:
+                result.append(None)
                 continue
-            socket = {**socket, "connections": socket["connections"] - handed}
-        result.append((trace, socket))
+            count -= handed
+        result.append(count)
     return result
 
 
@@ -119,37 +225,21 @@ def _process(trace: Trace) -> tuple:
     return (trace.data.get("host"), trace.data["pid"])
 
 
-def _once_per_connection(entries: list[tuple[Trace, dict]]) -> list[tuple[Trace, dict, list[int]]]:
-    """The entries with those of one cookie (SO_COOKIE: one kernel socket) merged, each with its pids.
+def _shared_connections(identities: list[tuple[Trace, Identity]], connections: list[int | None]) -> dict:
+    """(host, cookie) -> positions of the sockets kept that are one connection (SO_COOKIE: one kernel
+    socket), for those held by more than one entry.
 
-    The merged entry keeps the identity, options and tcp_info of the process that did the most
+    Their merged entry keeps the identity, options and tcp_info of the process that did the most
     with the connection (the child serving it, not the listener that accepted it); its counts are
     the sum of every process's.
     """
     # A cookie is unique within one host's boot: keyed by (host, cookie).
-    by_cookie: dict[tuple, list[tuple[Trace, dict]]] = {}
-    for trace, socket in entries:
-        cookie = socket.get("cookie")
-        if isinstance(cookie, int) and cookie:
-            by_cookie.setdefault((trace.data.get("host"), cookie), []).append((trace, socket))
-    merged_at: dict[tuple, int] = {}
-    result: list[tuple[Trace, dict, list[int]]] = []
-    for trace, socket in entries:
-        cookie = socket.get("cookie")
-        if isinstance(cookie, int) and cookie:
-            cookie = (trace.data.get("host"), cookie)
-        same = by_cookie.get(cookie) if isinstance(cookie, tuple) else None
-        if not same or len(same) == 1:
-            result.append((trace, socket, [trace.data["pid"]]))
-            continue
-        if cookie in merged_at:
-            continue
-        merged_at[cookie] = len(result)
-        main_trace, main = max(same, key=lambda pair: _activity(pair[1]))
-        combined = {**main, **merge_sockets(other for _, other in same), "connections": main["connections"]}
-        pids = sorted({other_trace.data["pid"] for other_trace, _ in same})
-        result.append((main_trace, combined, pids))
-    return result
+    by_cookie: dict[tuple, list[int]] = {}
+    for position, (trace, identity) in enumerate(identities):
+        cookie = identity.cookie
+        if connections[position] is not None and isinstance(cookie, int) and cookie:
+            by_cookie.setdefault((trace.data.get("host"), cookie), []).append(position)
+    return {key: positions for key, positions in by_cookie.items() if len(positions) > 1}
 
 
 def _activity(socket: dict) -> int:
@@ -220,10 +310,7 @@ def _trace_warnings(trace: Trace) -> list[str]:
             f"{process}: the policy failed open ({data['policy_fail_open']}): "
             "cork and coalesce passed its writes through unchanged from then on"
         )
-    deferred: dict[str, int] = {}
-    for socket in data["sockets"]:
-        for name, count in socket.get("policy", {}).get("counters", {}).get("deferred_errors", {}).items():
-            deferred[name] = deferred.get(name, 0) + count
+    deferred = deferred_errors(data["sockets"])
     if deferred:
         listed = ", ".join(f"{name} x{count}" for name, count in sorted(deferred.items()))
         warnings.append(

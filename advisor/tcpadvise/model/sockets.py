@@ -11,6 +11,7 @@ from ..units import ns_to_us
 from . import hist
 
 _FIGURE_SECTIONS = ("writes", "bursts", "turns", "reads", "errors")
+_MEDIAN_AND_P99 = (0.5, 0.99)
 
 
 def is_stream(socket: dict) -> bool:
@@ -30,30 +31,35 @@ def nodelay_set_by(socket: dict) -> str | None:
 def socket_figures(socket: dict) -> dict:
     """Counts and percentiles of a trace socket's writes, bursts, turns, reads and errors."""
     writes, bursts, turns, reads = socket["writes"], socket["bursts"], socket["turns"], socket["reads"]
+    size_p50, size_p99 = hist.percentiles(writes["size"], _MEDIAN_AND_P99)
+    syscall_p50, syscall_p99 = hist.percentiles(writes["syscall_ns"], _MEDIAN_AND_P99)
+    burst_writes_p50, burst_writes_p99 = hist.percentiles(bursts["writes"], _MEDIAN_AND_P99)
+    burst_bytes_p50, burst_bytes_p99 = hist.percentiles(bursts["bytes"], _MEDIAN_AND_P99)
+    turn_p50, turn_p99 = hist.percentiles(turns["ns"], _MEDIAN_AND_P99)
     return {
         "writes": {
             "calls": writes["calls"],
             "bytes": writes["bytes"],
             "by_api": writes["by_api"],
-            "size_p50": _percentile(writes["size"], 0.5),
-            "size_p99": _percentile(writes["size"], 0.99),
+            "size_p50": size_p50,
+            "size_p99": size_p99,
             "mean_size": hist.mean(writes["size"]),
             "iovcnt_p50": _percentile(writes["iovcnt"], 0.5),
-            "syscall_ns_p50": _percentile(writes["syscall_ns"], 0.5),
-            "syscall_ns_p99": _percentile(writes["syscall_ns"], 0.99),
+            "syscall_ns_p50": syscall_p50,
+            "syscall_ns_p99": syscall_p99,
             "gap_ns_p50": _percentile(writes["gap_ns"], 0.5),
         },
         "bursts": {
             "count": bursts["count"],
-            "writes_p50": _percentile(bursts["writes"], 0.5),
-            "writes_p99": _percentile(bursts["writes"], 0.99),
-            "bytes_p50": _percentile(bursts["bytes"], 0.5),
-            "bytes_p99": _percentile(bursts["bytes"], 0.99),
+            "writes_p50": burst_writes_p50,
+            "writes_p99": burst_writes_p99,
+            "bytes_p50": burst_bytes_p50,
+            "bytes_p99": burst_bytes_p99,
         },
         "turns": {
             "count": turns["count"],
-            "p50_us": ns_to_us(hist.percentile(turns["ns"], 0.5)),
-            "p99_us": ns_to_us(hist.percentile(turns["ns"], 0.99)),
+            "p50_us": ns_to_us(turn_p50),
+            "p99_us": ns_to_us(turn_p99),
         },
         "reads": {
             "calls": reads["calls"],
@@ -71,20 +77,81 @@ def merge_sockets(sockets: Iterable[dict]) -> dict:
 
     Counts are summed, histograms merged, per-API and per-errno tables added key by key.
     """
-    sockets = list(sockets)
-    merged = {section: _merge_values([socket[section] for socket in sockets]) for section in _FIGURE_SECTIONS}
-    merged["connections"] = sum(socket["connections"] for socket in sockets)
-    return merged
+    total = SocketsSum()
+    for socket in sockets:
+        total.add(socket)
+    return total.result()
 
 
-def _merge_values(values: list):
-    first = values[0]
-    if isinstance(first, dict) and "buckets" in first:
-        return hist.merge(values)
-    if isinstance(first, dict):
-        keys = dict.fromkeys(key for value in values for key in value)
-        return {key: _merge_values([value[key] for value in values if key in value]) for key in keys}
-    return sum(values)
+class SocketsSum:
+    """merge_sockets one socket at a time: add() each, result() is merge_sockets of all of them.
+    The first is only kept: a sum of one socket (a socket item judged alone) is made at once."""
+
+    def __init__(self):
+        self._sums: dict = {section: {} for section in _FIGURE_SECTIONS}
+        self._first: dict | None = None
+        self._added = 0
+        self._connections = 0
+
+    def add(self, socket: dict) -> None:
+        self._added += 1
+        if self._added == 1:
+            self._first = socket
+        else:
+            if self._added == 2:
+                self._count_in(self._first)
+            self._count_in(socket)
+        self._connections += socket["connections"]
+
+    def _count_in(self, socket: dict) -> None:
+        for section, sums in self._sums.items():
+            _add_into(sums, socket[section])
+
+    def result(self) -> dict:
+        if self._added == 1:
+            merged = {section: _alone(self._first[section]) for section in _FIGURE_SECTIONS}
+        else:
+            merged = {section: _result(sums) for section, sums in self._sums.items()}
+        merged["connections"] = self._connections
+        return merged
+
+
+def _add_into(sums: dict, table: dict) -> None:
+    """Add a table of the sockets (a section, per-API counts...) into its sums, key by key in order of
+    first appearance: a number to a number, a histogram to a hist.Sum, a table to a table of sums;
+    what a key is, its first value says."""
+    for key, value in table.items():
+        total = sums.get(key)
+        if total is None:
+            if type(value) is dict:
+                if "buckets" in value:
+                    total = sums[key] = hist.Sum()
+                    total.add(value)
+                else:
+                    _add_into(sums.setdefault(key, {}), value)
+            else:
+                sums[key] = 0 + value
+        elif type(total) is hist.Sum:
+            total.add(value)
+        elif type(total) is dict:
+            _add_into(total, value)
+        else:
+            sums[key] = total + value
+
+
+def _result(sums: dict) -> dict:
+    return {key: total.result() if type(total) is hist.Sum else _result(total) if type(total) is dict else total
+            for key, total in sums.items()}
+
+
+def _alone(value):
+    """What the sums make of one value; an indexed histogram is itself (hist.merge of one gives the
+    same figures, copied)."""
+    if isinstance(value, dict) and "buckets" in value:
+        return value if "scale" in value and (value["count"] or not value["min"]) else hist.merge([value])
+    if isinstance(value, dict):
+        return {key: _alone(item) for key, item in value.items()}
+    return 0 + value
 
 
 def _percentile(histogram: dict, fraction: float) -> float | None:

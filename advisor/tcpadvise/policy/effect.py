@@ -19,22 +19,28 @@ DELAYED_ACK_US = 30_000
 def policy_effects(report: Report) -> list[dict]:
     """One entry per socket group that writes: its bursts, how many have several writes, the effect."""
     return [effect for scope in subjects_of(report) if isinstance(scope, Scope)
-            if (effect := _effect(report, scope)) is not None]
+            if (effect := policy_effect(scope, any(nagle_on(report.sockets[index]) for index in scope.sockets)))
+            is not None]
 
 
-def _effect(report: Report, scope: Scope) -> dict | None:
+def nagle_on(item: dict) -> bool:
+    """Whether a socket item ran with Nagle's algorithm (TCP_NODELAY off or unknown)."""
+    return not item["options"].get("nodelay")
+
+
+def policy_effect(scope: Scope, nagle: bool) -> dict | None:
+    """The expected effect on one socket group; nagle: whether any of its sockets ran with Nagle on."""
     bursts = scope.merged["bursts"]
     if not bursts["count"]:
         return None
     multi_write = sum(count for low, _, count in hist.ranges(bursts["writes"]) if low >= 2)
-    nagle_on = any(not report.sockets[index]["options"].get("nodelay") for index in scope.sockets)
     turn_p50_us = ns_to_us(hist.percentile(scope.merged["turns"]["ns"], 0.5))
     if multi_write == 0:
         effect, text = "none", "no effect: every burst is a single write (passed straight through, no extra call)"
     else:
         effect = "holds"
         share = f"{multi_write} of {bursts['count']} bursts have several writes"
-        if nagle_on and turn_p50_us is not None and turn_p50_us >= DELAYED_ACK_US:
+        if nagle and turn_p50_us is not None and turn_p50_us >= DELAYED_ACK_US:
             text = (f"{share}: each would leave as one send, without the delayed-ACK wait "
                     f"(turn p50 now {format_duration_us(turn_p50_us)})")
         else:
@@ -45,7 +51,7 @@ def _effect(report: Report, scope: Scope) -> dict | None:
         "local_port": scope.local_port,
         "peer": scope.peer,
         "peer_port": scope.peer_port,
-        "connections": sum(report.sockets[index]["connections"] for index in scope.sockets),
+        "connections": scope.merged["connections"],
         "bursts": bursts["count"],
         "multi_write_bursts": multi_write,
         "effect": effect,

@@ -28,9 +28,9 @@ from prometheus_client.core import (
 from prometheus_client.utils import floatToGoString
 
 from ..model import hist
-from ..model.report import build_report
-from ..model.sockets import merge_sockets
-from ..rules.advice import advise
+from ..model.filters import Filters
+from ..model.sockets import SocketsSum
+from ..model.streaming import stream_report
 from ..rules.rulebook import Rulebook
 from ..trace.hosts import split_by_host
 from ..trace.reader import Inputs
@@ -114,23 +114,42 @@ class TraceCollector:
     def collect(self):
         families = _Families()
         families.traces.add_metric([], len(self.inputs.traces))
+        rulebook = self.rulebook if self.rulebook is not None else Rulebook(rules=[])
         for host, part in split_by_host(self.inputs).items():
-            report = build_report(part)
             trace_of_pid = {trace.data["pid"]: trace for trace in part.traces}
-            groups: dict[tuple, list[dict]] = {}
-            for item, raw in zip(report.sockets, report.raw_sockets):
+            groups: dict[tuple, _GroupSum] = {}
+
+            def add(item: dict, raw: dict, host=host, trace_of_pid=trace_of_pid, groups=groups) -> None:
                 experiment, arm = _arm_of(trace_of_pid.get(item["pid"]), raw)
                 key = (host, item["program"], item["role"], *_service(item), _policy_name(raw), experiment, arm)
-                groups.setdefault(key, []).append(raw)
-            for labels, sockets in groups.items():
-                families.add_group(list(labels), sockets)
+                group = groups.get(key)
+                if group is None:
+                    group = groups[key] = _GroupSum()
+                group.add(raw)
+
+            # Read one socket at a time (model/streaming.py), each added into its group as it comes.
+            report = stream_report(part, Filters(), rulebook, sink=add, with_total=False)
+            for labels, group in groups.items():
+                families.add_group(list(labels), group.sockets.result(), group.causes)
             for trace in part.traces:
                 if trace.data.get("experiment"):
                     families.add_arms(host, trace)
-            if self.rulebook is not None:
-                for finding in advise(report, self.rulebook):
-                    families.add_finding(host, finding)
+            for finding in report.findings:
+                families.add_finding(host, finding)
         yield from families.all()
+
+
+class _GroupSum:
+    """A metrics group's sockets added up as they come: their figures and their policy's flushes by cause."""
+
+    def __init__(self):
+        self.sockets = SocketsSum()
+        self.causes: dict[str, int] = {}
+
+    def add(self, socket: dict) -> None:
+        self.sockets.add(socket)
+        for cause, count in socket.get("policy", {}).get("counters", {}).get("flushes", {}).items():
+            self.causes[cause] = self.causes.get(cause, 0) + count
 
 
 class _Families:
@@ -174,8 +193,8 @@ class _Families:
             "tcpadvise_finding", "A finding of the rulebook on a socket group (or a run).", labels=labels
         )
 
-    def add_group(self, labels: list[str], sockets: list[dict]) -> None:
-        merged = merge_sockets(sockets)
+    def add_group(self, labels: list[str], merged: dict, causes: dict[str, int]) -> None:
+        """A group's metrics: merged, its sockets as merge_sockets adds them; causes, its policy's flushes."""
         self.connections.add_metric(labels, merged["connections"])
         self.writes.add_metric(labels, merged["writes"]["calls"])
         self.write_bytes.add_metric(labels, merged["writes"]["bytes"])
@@ -184,10 +203,6 @@ class _Families:
         self.turns.add_metric(labels, merged["turns"]["count"])
         for errno, count in sorted(merged["errors"].items()):
             self.errors.add_metric([*labels, errno], count)
-        causes: dict[str, int] = {}
-        for socket in sockets:
-            for cause, count in socket.get("policy", {}).get("counters", {}).get("flushes", {}).items():
-                causes[cause] = causes.get(cause, 0) + count
         for cause, count in sorted(causes.items()):
             self.releases.add_metric([*labels, cause], count)
         _add_histogram(self.write_size, labels, merged["writes"]["size"], whole=True)

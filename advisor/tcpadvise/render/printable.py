@@ -10,6 +10,7 @@ import dataclasses
 import unicodedata
 
 from ..model.report import Report
+from ..model.streaming import StreamedReport
 
 # _FORMAT_KEPT: format characters that are part of ordinary text (joiners in emoji and scripts).
 _FORMAT_KEPT = {"\u200c", "\u200d"}
@@ -57,11 +58,20 @@ def neutralised(value, seen: dict | None = None):
     return result
 
 
-def neutralised_report(report: Report) -> Report:
+def neutralised_report(report: "Report | StreamedReport") -> "Report | StreamedReport":
     """`report` with every string text shows from the traces printable: the socket items,
     findings, warnings and policy effects (text reads the traces and raw sockets only for
-    counts and figures)."""
+    counts and figures); of a StreamedReport, the items it shows and its groups."""
     seen: dict = {}
+    if isinstance(report, StreamedReport):
+        return dataclasses.replace(
+            report,
+            busiest=neutralised(report.busiest, seen),
+            groups=neutralised(report.groups, seen),
+            findings=neutralised(report.findings, seen),
+            warnings=neutralised(report.warnings, seen),
+            policy_effects=neutralised(report.policy_effects, seen),
+        )
     return dataclasses.replace(
         report,
         sockets=neutralised(report.sockets, seen),

@@ -16,34 +16,32 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..model.metrics import Scope, subjects_of
 from ..model.report import Report
+from ..model.streaming import StreamedReport
 from ..rules import SEVERITIES
-from ..symbols.symbolize import call_site_line, merge_call_sites, site_text
+from ..symbols.symbolize import call_site_line, site_text
 from ..units import DASH, format_bytes, format_duration_us, format_number, format_value
 from .layout import fits, labelled_block
 
 # _CALL_SITES_SHOWN: the sites a socket group or finding names in text (JSON has them all).
 _CALL_SITES_SHOWN = 5
-# _TABLE_ROWS: the socket items the text table shows at most (JSON has them all).
-_TABLE_ROWS = 200
 
 
-def render_text(report: Report, console: Console) -> None:
+def render_text(report: "Report | StreamedReport", console: Console) -> None:
     """A heading, the sockets (with a total when there are several), then the warnings."""
     process_count = len({(trace.data["program"], trace.data["pid"]) for trace in report.traces})
     console.print(
         Text(
             f"tcpadvise report: {len(report.traces)} trace(s), {process_count} process(es), "
-            f"{len(report.sockets)} socket item(s)",
+            f"{report.socket_count} socket item(s)",
             style="bold",
         )
     )
-    shown = _shown_items(report.sockets)
+    shown = report.shown_sockets()
     rows = [(_identity_cells(item), _figure_cells(item)) for item in shown]
     total = report.total()
-    if len(report.sockets) > 1 and total is not None:
-        rows.append((_total_identity_cells(len(report.sockets), total["connections"]), _figure_cells(total)))
+    if report.socket_count > 1 and total is not None:
+        rows.append((_total_identity_cells(report.socket_count, total["connections"]), _figure_cells(total)))
     if rows:
         table = _table(rows)
         if fits(console, table):
@@ -51,9 +49,9 @@ def render_text(report: Report, console: Console) -> None:
         else:
             for identity, figures in rows:
                 console.print(_block(identity, figures), end="\n\n")
-    if len(shown) < len(report.sockets):
+    if len(shown) < report.socket_count:
         console.print(
-            f"... and {len(report.sockets) - len(shown):,} more socket items, less busy (the total counts them all); "
+            f"... and {report.socket_count - len(shown):,} more socket items, less busy (the total counts them all); "
             "--format json lists every one, --program, --pid, --port and --peer narrow the report",
             soft_wrap=True,
             highlight=False,
@@ -66,28 +64,17 @@ def render_text(report: Report, console: Console) -> None:
     _render_findings(report.findings, console)
 
 
-def _shown_items(items: list[dict]) -> list[dict]:
-    """The socket items the table shows: all of them, or past _TABLE_ROWS the busiest (most calls),
-    in report order. A table of thousands of rows is for a program, which JSON serves."""
-    if len(items) <= _TABLE_ROWS:
-        return items
-    busiest = sorted(range(len(items)), key=lambda index: -(items[index]["writes"]["calls"] + items[index]["reads"]["calls"]))
-    return [items[index] for index in sorted(busiest[:_TABLE_ROWS])]
-
-
-def _render_call_sites(report: Report, console: Console) -> None:
+def _render_call_sites(report, console: Console) -> None:
     """Per socket group (a program's sockets to one service), the code that writes the most."""
-    for scope in subjects_of(report):
-        if not isinstance(scope, Scope):
-            continue
-        sites = merge_call_sites([report.sockets[index].get("call_sites", []) for index in scope.sockets])
+    for group in report.call_site_groups():
+        sites = group["call_sites"]
         if not sites:
             continue
-        where = f"server :{scope.local_port}" if scope.role == "server" else f"{scope.role} → {scope.peer}:{scope.peer_port}"
-        console.print(Text(f"call sites: {scope.program} {where}", style="bold"))
-        bursts = sum((report.sockets[index].get("bursts") or {}).get("count") or 0 for index in scope.sockets)
+        where = (f"server :{group['local_port']}" if group["role"] == "server"
+                 else f"{group['role']} → {group['peer']}:{group['peer_port']}")
+        console.print(Text(f"call sites: {group['program']} {where}", style="bold"))
         for site in sites[:_CALL_SITES_SHOWN]:
-            console.print(f"  {call_site_line(site, bursts)}", soft_wrap=True, highlight=False)
+            console.print(f"  {call_site_line(site, group['bursts'])}", soft_wrap=True, highlight=False)
         if len(sites) > _CALL_SITES_SHOWN:
             console.print(f"  ... {len(sites) - _CALL_SITES_SHOWN} more (--format json lists them all)", highlight=False)
 

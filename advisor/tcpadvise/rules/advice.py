@@ -22,8 +22,9 @@ Findings come in order of severity, then of subject, then of rule.
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from ..model.metrics import METRICS, MetricValues, Scope, Subject, member_scopes, subjects_of
+from ..model.metrics import METRICS, SCOPE, MetricValues, Scope, Subject, member_scopes, subjects_of
 from ..model.report import Report
 from ..resources import DOCS_DIR, DOCS_PLACEHOLDER, seed_path
 from ..symbols.symbolize import call_sites_sentence, merge_call_sites
@@ -45,38 +46,78 @@ def advise(report: Report, rulebook: Rulebook, calibration: Calibration | None =
     """
     findings = []
     for subject in subjects_of(report):
-        values = MetricValues(subject)
-        members = [MetricValues(member) for member in member_scopes(report, subject)] if isinstance(
-            subject, Scope
-        ) else []
-        fired = {}
-        for rule in rulebook.rules:
-            if rule.subject != subject.kind:
-                continue
-            held = [
-                (member, found) for member in members if (found := evaluate(rule.data["when"], member)) is not None
-            ]
-            evidence = evaluate(rule.data["when"], values)
-            if evidence is not None:
-                fired[rule.id] = (rule, values, evidence, held)
-            elif held:
-                fired[rule.id] = (rule, held[0][0], held[0][1], held)
-        for rule, where, evidence, held in fired.values():
-            if any(other in fired for other in rule.suppressed_by):
-                continue
-            item = finding(rule, where.subject, where, evidence, calibration)
-            item["scope"] = scope_json(subject)
-            item["call_sites"] = scope_call_sites(report, where.subject)
-            if item["call_sites"] and item["recommendation"]["code"]:
-                item["recommendation"]["code"] += " " + call_sites_sentence(item["call_sites"])
-            if isinstance(subject, Scope):
-                # Held on the whole but on no item alone (counts add up): every connection shares it.
-                item["scope"]["affected_connections"] = (
-                    sum(member.subject.merged["connections"] for member, _ in held)
-                    or subject.merged["connections"]
-                )
-            findings.append(item)
+        held: dict[str, Held] = {}
+        if isinstance(subject, Scope):
+            for member in member_scopes(report, subject):
+                held_on_member(rulebook, MetricValues(member), held, lambda: scope_call_sites(report, member))
+        findings.extend(judge(subject, held, rulebook, calibration, scope_call_sites(report, subject)))
     return sorted(findings, key=lambda item: SEVERITIES.index(item["severity"]))
+
+
+@dataclass
+class Held:
+    """Where a rule held on a scope's socket items alone: the first such item (its values, the
+    rule's evidence there and its call sites) and the connections of all of them."""
+
+    first: MetricValues
+    evidence: list[dict]
+    call_sites: list[dict]
+    connections: int
+
+
+def held_on_member(
+    rulebook: Rulebook, member: MetricValues, held: dict[str, "Held"], call_sites: Callable[[], list[dict]]
+) -> None:
+    """Judge one socket item of a scope (a scope of its own) by every scope rule; add where each held
+    to `held` (rule id -> Held). call_sites() gives the item's, asked for once if at all."""
+    sites = None
+    for rule in rulebook.rules:
+        if rule.subject != SCOPE:
+            continue
+        found = evaluate(rule.data["when"], member)
+        if found is None:
+            continue
+        known = held.get(rule.id)
+        if known is None:
+            if sites is None:
+                sites = call_sites()
+            held[rule.id] = Held(member, found, sites, member.subject.merged["connections"])
+        else:
+            known.connections += member.subject.merged["connections"]
+
+
+def judge(
+    subject: Subject, held: dict[str, Held], rulebook: Rulebook, calibration: Calibration | None,
+    call_sites: list[dict],
+) -> list[dict]:
+    """The findings on one subject: each rule of its kind judged on the whole (values) and, through
+    `held` (held_on_member), on each of its items alone; call_sites: the subject's."""
+    values = MetricValues(subject)
+    fired = {}
+    for rule in rulebook.rules:
+        if rule.subject != subject.kind:
+            continue
+        evidence = evaluate(rule.data["when"], values)
+        where = held.get(rule.id)
+        if evidence is not None:
+            fired[rule.id] = (rule, values, evidence, call_sites, where)
+        elif where is not None:
+            fired[rule.id] = (rule, where.first, where.evidence, where.call_sites, where)
+    findings = []
+    for rule, values_there, evidence, sites, where in fired.values():
+        if any(other in fired for other in rule.suppressed_by):
+            continue
+        item = finding(rule, values_there.subject, values_there, evidence, calibration)
+        item["scope"] = scope_json(subject)
+        item["call_sites"] = sites
+        if item["call_sites"] and item["recommendation"]["code"]:
+            item["recommendation"]["code"] += " " + call_sites_sentence(item["call_sites"])
+        if isinstance(subject, Scope):
+            # Held on the whole but on no item alone (counts add up): every connection shares it.
+            item["scope"]["affected_connections"] = (where.connections if where is not None else 0) or subject.merged[
+                "connections"]
+        findings.append(item)
+    return findings
 
 
 def finding(

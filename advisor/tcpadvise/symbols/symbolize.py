@@ -68,6 +68,10 @@ def demangle(names: list[str]) -> dict[str, str]:
     return result
 
 
+# _STACKS_KEPT: resolved stacks a Symbolizer keeps (they hold their trace's stack alive); past it, it starts over.
+_STACKS_KEPT = 4096
+
+
 class Symbolizer:
     """Resolves (module, offset) frames, caching each file's tables and each address's answer."""
 
@@ -77,6 +81,8 @@ class Symbolizer:
         self._answers: dict[tuple[str, str | None, int], dict] = {}
         # id of a trace's stack -> (the stack, kept so that the id stays its own; its frames).
         self._stacks: dict[int, tuple[dict, list[dict]]] = {}
+        # id of a trace's stack -> (the stack, its stack_site).
+        self._sites: dict[int, tuple[dict, tuple]] = {}
 
     def resolve(self, module: dict | None, offset: int) -> dict:
         """One frame: function, file, line (None where unknown), module path and offset."""
@@ -87,9 +93,25 @@ class Symbolizer:
         the sockets of a process share its stacks."""
         key = id(stack)
         if key not in self._stacks:
+            if len(self._stacks) >= _STACKS_KEPT:
+                self._stacks.clear()  # the stacks of traces read earlier: a report holds one trace at a time
             frames = [self.resolve(modules[m] if 0 <= m < len(modules) else None, offset) for m, offset in stack["frames"]]
             self._stacks[key] = (stack, frames)
         return self._stacks[key][1]
+
+    def stack_site(self, modules: list[dict], stack: dict) -> tuple[list[dict], dict, str | None, dict]:
+        """A trace stack as a call site: its frames, the frame it is named after (the first outside
+        the runtime), that frame's module's build-id and the stack's shape (stack_shape); once per
+        stack, as resolve_stack."""
+        key = id(stack)
+        if key not in self._sites:
+            if len(self._sites) >= _STACKS_KEPT:
+                self._sites.clear()
+            frames = self.resolve_stack(modules, stack)
+            named = next((f for f in frames if not (f["module"] and is_runtime_module(f["module"]))), frames[0])
+            self._sites[key] = (stack, (frames, named, _build_id_of(modules, stack["frames"], frames, named),
+                                        stack_shape(stack)))
+        return self._sites[key][1]
 
     def resolve_many(self, module: dict | None, offsets: list[int]) -> list[dict]:
         """Frames of one module (None: code in no module, such as JIT code) at these offsets."""
@@ -252,16 +274,15 @@ def socket_call_sites(trace: dict, socket: dict, symbolizer: Symbolizer) -> list
     scale = calls / estimated if info.get("mode") == "sample" and estimated and calls >= sampled else 1.0
     sites = []
     for entry in own:
-        frames = symbolizer.resolve_stack(modules, stacks[entry["stack"]])
-        named = next((f for f in frames if not (f["module"] and is_runtime_module(f["module"]))), frames[0])
+        frames, named, build_id, shape = symbolizer.stack_site(modules, stacks[entry["stack"]])
         sites.append({
             **named,
-            "build_id": _build_id_of(modules, stacks[entry["stack"]]["frames"], frames, named),
+            "build_id": build_id,
             "writes": round(entry[weight["writes"]] * scale) if scale != 1.0 else entry["writes"],
             "bytes": round(entry[weight["bytes"]] * scale) if scale != 1.0 else entry["bytes"],
             "sampled_writes": entry["writes"],
             "first_of_burst": entry["first_of_burst"],
-            **stack_shape(stacks[entry["stack"]]),
+            **shape,
             "stack": frames,
         })
     return sorted(sites, key=lambda site: -site["writes"])
@@ -299,8 +320,20 @@ def _build_id_of(modules: list[dict], raw: list, frames: list[dict], named: dict
 
 def merge_call_sites(lists: list[list[dict]]) -> list[dict]:
     """Call sites of several sockets added together by site (function, file, line, module, offset)."""
-    merged: dict[tuple, dict] = {}
+    total = CallSitesSum()
     for sites in lists:
+        total.add(sites)
+    return total.result()
+
+
+class CallSitesSum:
+    """merge_call_sites one socket's sites at a time: add() each list, result() is their merge."""
+
+    def __init__(self):
+        self._merged: dict[tuple, dict] = {}
+
+    def add(self, sites: list[dict]) -> None:
+        merged = self._merged
         for site in sites:
             key = (site["function"], site["file"], site["line"], site["module"], site["offset"])
             if key not in merged:
@@ -308,7 +341,9 @@ def merge_call_sites(lists: list[list[dict]]) -> list[dict]:
             else:
                 for count in ("writes", "bytes", "sampled_writes", "first_of_burst"):
                     merged[key][count] += site[count]
-    return sorted(merged.values(), key=lambda site: -site["writes"])
+
+    def result(self) -> list[dict]:
+        return sorted(self._merged.values(), key=lambda site: -site["writes"])
 
 
 def site_text(site: dict) -> str:

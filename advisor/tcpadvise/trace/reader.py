@@ -7,6 +7,7 @@ never picked up). A file is told apart by its "schema" field: a trace
 ("tcpadvise.record/N", named record.json).
 """
 
+import copy
 import functools
 import gc
 import json
@@ -27,7 +28,7 @@ from ..errors import (
     NoTracesError,
     UnknownSchemaError,
 )
-from . import check
+from . import check, stream
 
 TRACE_SCHEMA = "tcpadvise.trace/1"
 RECORD_SCHEMA = "tcpadvise.record/1"
@@ -79,8 +80,12 @@ class Inputs:
     damaged: list[Path] = field(default_factory=list)
 
 
-def load_inputs(paths: Iterable[Path]) -> Inputs:
+def load_inputs(paths: Iterable[Path], *, compact: bool = False) -> Inputs:
     """Load and validate every trace and manifest in `paths` (files or directories).
+
+    compact: each trace's "sockets" is a stream.TraceSockets (read again one socket at a time
+    whenever it is iterated, see trace/stream.py), not a list: what the report holds of its input
+    is then a compressed copy, whatever the traces' size.
 
     A file found in a directory that is not a tcpadvise document at all (not JSON, or JSON without
     a tcpadvise schema, such as a report saved beside the traces) is skipped with a warning; a
@@ -91,9 +96,11 @@ def load_inputs(paths: Iterable[Path]) -> Inputs:
     paths = list(paths)
     named = {path.resolve() for path in paths if not path.is_dir()}
     documents, warnings, damaged, errors = [], [], [], []
+    kept_open = 0
     for path in input_files(paths):
         try:
-            documents.append(load_file(path))
+            documents.append(load_file(path, compact=compact, keep_open=kept_open < stream.KEEP_OPEN))
+            kept_open += isinstance(documents[-1], Trace) and stream.file_kept_open(documents[-1].data)
         except (NotJsonError, NotATraceError) as error:
             if path.resolve() in named:
                 raise
@@ -149,10 +156,23 @@ def input_files(paths: Iterable[Path]) -> list[Path]:
     return list(files.values())
 
 
-def load_file(path: Path) -> Trace | Manifest:
-    """Read one file and validate it against the schema it names."""
+def load_file(path: Path, *, compact: bool = False, keep_open: bool = False) -> Trace | Manifest:
+    """Read one file and validate it against the schema it names; compact: as load_inputs says
+    (keep_open: a large trace's file may stay open to be read again, stream.scan)."""
+    if compact:
+        try:
+            large = path.stat().st_size >= stream.WHOLE_BELOW
+        except OSError:
+            large = False  # read_bytes says why
+        try:
+            scanned = stream.scan(path, _names_trace, _usable_socket, _usable_header, keep_open) if large else None
+        except OSError:
+            scanned = None  # read_bytes says why
+        if scanned is not None:
+            return Trace(path, scanned)
     try:
-        data = _parsed(path.read_bytes())
+        raw = path.read_bytes()
+        data = _parsed(raw)
     except OSError as error:
         raise BadInputError(f"{path}: cannot read ({error.strerror})") from None
     except UnicodeDecodeError:
@@ -183,7 +203,84 @@ def load_file(path: Path) -> Trace | Manifest:
     unusable = check.problem(data)
     if unusable is not None:
         raise InvalidTraceError(f"{path}: invalid {schema_id} at {unusable[0]}: {unusable[1]}")
-    return Manifest(path, data) if schemas.old_name(schema_id) == RECORD_SCHEMA else Trace(path, data)
+    if schemas.old_name(schema_id) == RECORD_SCHEMA:
+        return Manifest(path, data)
+    return Trace(path, stream.compact(data, raw) if compact else data)
+
+
+def _names_trace(schema_id) -> bool:
+    return isinstance(schema_id, str) and schemas.old_name(schema_id) == TRACE_SCHEMA
+
+
+def _usable_socket(socket) -> bool:
+    """Whether one socket of a trace is valid (the schema's socket definition) and usable (check).
+
+    Most are proven both by _strict_socket_validator alone (a socket in 20 us, where check takes
+    about 100); what it refuses is judged by the schema and check."""
+    try:
+        if _strict_socket_validator().is_valid(socket):
+            return True
+        valid = _fast_validator(_SOCKET_SCHEMA).is_valid(socket)
+    except (ValueError, OverflowError, TypeError):
+        return False
+    return valid and check.problem(socket) is None
+
+
+# _BEYOND_64_BITS: 2**64 as a float, a bound jsonschema-rs takes (an integer past 64 bits it cannot).
+_BEYOND_64_BITS = float(check.LIMIT)
+# _I64_MIN, _U64_MAX: integer bounds jsonschema-rs takes, within check's (-2**64, 2**64).
+_I64_MIN, _U64_MAX = -(1 << 63), (1 << 64) - 1
+# _SHIM_SUB_BUCKETS: the shim's buckets per power of two; the strict schema knows only these.
+_SHIM_SUB_BUCKETS = 128
+
+
+@functools.cache
+def _strict_socket_validator() -> jsonschema_rs.Validator:
+    """The trace schema's socket definition made strict enough that what it accepts, check.problem
+    accepts too: every number within 64 bits, no property the schema does not name (where check
+    would have to look), histograms in the shim's indexed encoding (128 sub-buckets, [index,
+    count] rows, index below the bucket of 2**64), tcp_info samples at least 1. Stricter than the
+    schema, never looser: a socket it refuses is judged by the schema and check."""
+    trace = copy.deepcopy(schemas.schema(schemas.uri(TRACE_SCHEMA)))
+
+    def strict(node):
+        if isinstance(node, list):
+            for item in node:
+                strict(item)
+            return
+        if not isinstance(node, dict):
+            return
+        types = node.get("type")
+        types = [types] if isinstance(types, str) else types or []
+        if "number" in types:
+            node["exclusiveMinimum"] = -_BEYOND_64_BITS
+            node["exclusiveMaximum"] = _BEYOND_64_BITS
+        elif "integer" in types:  # integer bounds: compared as integers, far faster than with a float
+            node.setdefault("minimum", _I64_MIN)
+            node["maximum"] = _U64_MAX
+        if "object" in types and "additionalProperties" not in node and "patternProperties" not in node:
+            node["additionalProperties"] = False
+        for key, value in node.items():
+            if key not in ("enum", "const", "default", "examples"):
+                strict(value)
+
+    strict(trace)
+    histogram = trace["$defs"]["histogram"]
+    top = 66 * _SHIM_SUB_BUCKETS
+    histogram["required"] = [*histogram["required"], "scale", "sub_buckets"]
+    histogram["properties"]["sub_buckets"] = {"const": _SHIM_SUB_BUCKETS}
+    histogram["properties"]["scale"] = {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": _BEYOND_64_BITS}
+    histogram["properties"]["buckets"] = {"type": "array", "items": {
+        "type": "array", "minItems": 2, "maxItems": 2, "prefixItems": [
+            {"type": "integer", "minimum": 0, "maximum": top - 1},
+            {"type": "integer", "minimum": _I64_MIN, "maximum": _U64_MAX}]}}
+    trace["$defs"]["socket"]["properties"]["tcp_info"]["properties"]["samples"]["minimum"] = 1
+    return jsonschema_rs.validator_for({"$schema": trace["$schema"], "$defs": trace["$defs"], "$ref": "#/$defs/socket"})
+
+
+def _usable_header(header: dict) -> bool:
+    """Whether a trace less its sockets is valid and usable."""
+    return _valid(TRACE_SCHEMA, header) and check.problem(header) is None
 
 
 def _parsed(raw: bytes):
@@ -216,8 +313,16 @@ def _valid(schema_id: str, data) -> bool:
         return False  # what jsonschema-rs cannot take (an integer past 64 bits): jsonschema decides
 
 
+# _SOCKET_SCHEMA: a key of _fast_validator for one socket of a trace (the trace schema's $defs/socket).
+_SOCKET_SCHEMA = "#socket"
+
+
 @functools.cache
 def _fast_validator(schema_uri: str) -> jsonschema_rs.Validator:
+    if schema_uri == _SOCKET_SCHEMA:
+        trace = schemas.schema(schemas.uri(TRACE_SCHEMA))
+        return jsonschema_rs.validator_for({"$schema": trace["$schema"], "$defs": trace["$defs"],
+                                            "$ref": "#/$defs/socket"})
     return jsonschema_rs.validator_for(schemas.schema(schema_uri))
 
 
