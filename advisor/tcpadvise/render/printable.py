@@ -63,19 +63,6 @@ def neutralised_report(report: "Report | StreamedReport") -> "Report | StreamedR
     findings, warnings and policy effects (text reads the traces and raw sockets only for
     counts and figures); of a StreamedReport, the items it shows and its groups."""
     seen: dict = {}
-    if isinstance(report, StreamedReport):
-        return dataclasses.replace(
-            report,
-            busiest=neutralised(report.busiest, seen),
-            groups=neutralised(report.groups, seen),
-            findings=neutralised(report.findings, seen),
-            warnings=neutralised(report.warnings, seen),
-            policy_effects=neutralised(report.policy_effects, seen),
-        )
-    return dataclasses.replace(
-        report,
-        sockets=neutralised(report.sockets, seen),
-        findings=neutralised(report.findings, seen),
-        warnings=neutralised(report.warnings, seen),
-        policy_effects=neutralised(report.policy_effects, seen),
-    )
+    shown = ("busiest", "groups") if isinstance(report, StreamedReport) else ("sockets",)
+    fields = shown + ("findings", "warnings", "policy_effects")
+    return dataclasses.replace(report, **{name: neutralised(getattr(report, name), seen) for name in fields})
