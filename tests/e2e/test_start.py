@@ -124,6 +124,11 @@ def test_the_first_socket_sets_the_heap_up_and_the_trace_is_written(tmp_path):
     assert "rename(" in calls and list(out.glob("python*.json"))
 
 
+# GCC 12's AddressSanitizer does not hold its allocator's lock across fork: a child of this
+# two-thread program can inherit it held, and the child's first thread start (the shim's
+# snapshot thread) then waits in ASan's own free() forever (seen 2 in 800 runs under load).
+@pytest.mark.skipif(bool(os.environ.get("TCPADVISE_PRELOAD_FIRST")),
+                    reason="a sanitizer's allocator is not fork-safe in a multithreaded process")
 def test_a_fork_while_the_first_socket_sets_the_heap_up_does_not_hang(tmp_path):
     # A thread forks while another opens the process's first socket, when the
     # heap sets itself up: neither may wait for the other (the build of main

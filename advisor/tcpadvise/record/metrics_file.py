@@ -27,7 +27,7 @@ class MetricsFile:
     def write(self) -> None:
         try:
             try:
-                inputs = load_inputs([self.out_dir])
+                inputs = load_inputs([self.out_dir], compact=True)  # read one socket at a time
             except TcpadviseError:
                 inputs = Inputs()  # nothing written yet (or a file mid-rename): tcpadvise_traces 0
             write_atomically(self.path, render(inputs, None, PROMETHEUS).decode())

@@ -54,7 +54,7 @@ class MetricsSource:
 
     def _inputs(self) -> Inputs:
         try:
-            inputs = load_inputs([self.directory])
+            inputs = load_inputs([self.directory], compact=True)  # read one socket at a time
         except NoTracesError:
             return Inputs()  # the experiment has written nothing yet: only tcpadvise_traces 0
         return only_hosts(inputs, self.hosts) if self.hosts else inputs
