@@ -332,12 +332,8 @@ class _Reader:
                     if key == "schema":
                         schema = value
                     yield "key", key, value
-                separator = self._next_char()
-                self._at += 1
-                if separator == "}":
+                if self._closed_by("}"):
                     break
-                if separator != ",":
-                    raise Unexpected(",")
         if self._next_char() != "":
             raise Unexpected("end")
 
@@ -349,9 +345,15 @@ class _Reader:
         while True:
             yield "socket", index, self._value()
             index += 1
-            separator = self._next_char()
-            self._at += 1
-            if separator == "]":
+            if self._closed_by("]"):
                 return
-            if separator != ",":
-                raise Unexpected(",")
+
+    def _closed_by(self, close: str) -> bool:
+        """Consumes the separator after a member or element: True at `close`, False at a comma."""
+        separator = self._next_char()
+        self._at += 1
+        if separator == close:
+            return True
+        if separator != ",":
+            raise Unexpected(",")
+        return False
