@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -132,6 +133,28 @@ std::atomic<uint32_t> g_pair_count{0};
 std::atomic<uint64_t> g_sampled{0};
 std::atomic<uint64_t> g_dropped{0};         // writes whose stack or pair found the table full
 std::atomic<uint64_t> g_unwind_failed{0};   // writes whose unwinding gave no frame
+std::atomic<uint64_t> g_left_to_tree{0};     // first writes a fork child left to its tree's samples
+
+// TreeFirsts lets the processes a sampling process forks share one count of
+// the first writes they sampled, per service and write number. A fork-per-
+// connection server's child (PostgreSQL's backend) starts with libunwind's
+// caches as cold as its parent's, which never wrote: unwinding its first
+// writes cost it about 85 lookups of a frame's unwind table (dl_iterate_phdr
+// over every module, with signals blocked around each), some 8% of what a
+// pgbench -C connection costs the server. Its siblings' first writes come
+// from the same code, so the tree samples them from kTreeFirst children's
+// sockets of a service, then from one socket in every_now, each standing
+// for that many. Shared anonymous memory, mapped by the process that loads
+// libunwind, inherited across fork, gone with exec (new addresses).
+constexpr uint32_t kTreeFirst = 16;
+constexpr uint32_t kTreeSlots = 1024;
+struct TreeFirsts {
+  std::atomic<uint32_t> sampled[kTreeSlots];
+};
+TreeFirsts* g_tree_firsts = nullptr;
+// g_forked_child is set in every process a fork made after sampling started
+// there or in an ancestor: those share g_tree_firsts.
+bool g_forked_child = false;
 
 CallSiteSettings g_settings{CallSiteMode::kOff, 0, 0};
 
@@ -624,6 +647,10 @@ void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind) {
     g_call_site_threshold.store(~uint64_t{0}, std::memory_order_relaxed);
   } else {
     SetEvery(settings.every);
+    if (g_tree_firsts == nullptr) {
+      void* shared = mmap(nullptr, sizeof(TreeFirsts), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+      if (shared != MAP_FAILED) g_tree_firsts = static_cast<TreeFirsts*>(shared);
+    }
   }
   g_unwind.store(unwind, std::memory_order_release);
   g_configured.store(true, std::memory_order_release);
@@ -710,11 +737,26 @@ void CallSitesOnSocketTracked(pid_t process) {
   LoadUnwinder(g_wanted_settings);
 }
 
-void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first) {
+void SampleCallSite(uint64_t cookie, uint32_t service, uint64_t write, uint64_t bytes, bool first) {
   const UnwindFn unwind = g_unwind.load(std::memory_order_acquire);
   if (unwind == nullptr) return;
+  // A socket's first writes stand for themselves; the others, and first
+  // writes taken for a process tree, for as many as the interval then.
+  bool for_itself = write <= g_call_site_first.load(std::memory_order_relaxed);
+  if (for_itself && g_forked_child && g_tree_firsts != nullptr && g_settings.mode == CallSiteMode::kSample) {
+    const uint32_t slot = static_cast<uint32_t>(Mix(uint64_t{service} << 32 ^ write) % kTreeSlots);
+    const uint32_t before = g_tree_firsts->sampled[slot].fetch_add(1, std::memory_order_relaxed);
+    if (before >= kTreeFirst) {
+      if (uint64_t{before} * kCallSiteScramble > g_call_site_threshold.load(std::memory_order_relaxed)) {
+        g_left_to_tree.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      for_itself = false;
+    }
+  }
   g_sampled.fetch_add(1, std::memory_order_relaxed);
   if (g_settings.mode == CallSiteMode::kSample) Pace();
+  const uint64_t weight = for_itself ? 1 : g_every_now.load(std::memory_order_relaxed);
   void* raw[kMaxFrames + 8];
   const int n = unwind(raw, kMaxFrames + 8);
   int skip = 0;
@@ -739,9 +781,6 @@ void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first)
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const uint64_t weight = write <= g_call_site_first.load(std::memory_order_relaxed)
-                              ? 1
-                              : g_every_now.load(std::memory_order_relaxed);
   StackSlot& s = g_stacks[stack];
   s.writes.fetch_add(1, std::memory_order_relaxed);
   s.bytes.fetch_add(bytes, std::memory_order_relaxed);
@@ -764,6 +803,8 @@ void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first)
   p->estimated_bytes.fetch_add(weight * bytes, std::memory_order_relaxed);
   if (first) p->first.fetch_add(1, std::memory_order_relaxed);
 }
+
+void CallSitesAfterForkInChild() { g_forked_child = true; }
 
 void CallSiteBurstEnded(uint64_t cookie, uint64_t write) {
   LastSample& last = g_last[Mix(cookie) % kLastSlots];
@@ -847,6 +888,8 @@ void EmitCallSites(JsonWriter* w) {
   w->Uint(g_dropped.load(std::memory_order_relaxed));
   w->Key("unwind_failures");
   w->Uint(g_unwind_failed.load(std::memory_order_relaxed));
+  w->Key("left_to_tree");
+  w->Uint(g_left_to_tree.load(std::memory_order_relaxed));
   w->Key("max_stacks");
   w->Uint(kMaxStacks);
   w->Key("memory_bytes");
@@ -983,6 +1026,11 @@ void CallSitesResetForTest() {
   g_sampled.store(0);
   g_dropped.store(0);
   g_unwind_failed.store(0);
+  g_left_to_tree.store(0);
+  g_forked_child = false;
+  if (g_tree_firsts != nullptr) {
+    for (std::atomic<uint32_t>& count : g_tree_firsts->sampled) count.store(0);
+  }
 }
 
 }  // namespace tcpadvise

@@ -100,9 +100,14 @@ using UnwindFn = int (*)(void** frames, int max);
 void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind);
 
 // SampleCallSite records the stack of the calling write, the socket's
-// write-th, on the socket with cookie; bytes were written; first tells the
-// write opened a burst.
-[[gnu::noinline]] void SampleCallSite(uint64_t cookie, uint64_t write, uint64_t bytes, bool first);
+// write-th, on the socket with cookie, whose service (role and service
+// port) keys what a fork child's process tree sampled of first writes;
+// bytes were written; first tells the write opened a burst.
+[[gnu::noinline]] void SampleCallSite(uint64_t cookie, uint32_t service, uint64_t write, uint64_t bytes, bool first);
+
+// CallSitesAfterForkInChild marks this process a fork child: its sockets'
+// first writes are sampled as its process tree's budget allows.
+void CallSitesAfterForkInChild();
 
 // CallSiteBurstEnded tells that the socket's write-th write (a sampled one:
 // CallSiteDue(write)) was the last of its burst: the next one opened a burst.

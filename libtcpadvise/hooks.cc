@@ -50,7 +50,9 @@ template <typename Count, typename Call>
     const bool opened = s->stats.burst_open_writes.Get() == 1;
     // The previous write ended its burst if this one opened one.
     if (opened && write > 1 && CallSiteDue(write - 1)) CallSiteBurstEnded(s->id.cookie, write - 1);
-    if (CallSiteDue(write)) SampleCallSite(s->id.cookie, write, static_cast<uint64_t>(result), opened);
+    if (CallSiteDue(write)) {
+      SampleCallSite(s->id.cookie, s->id.ServiceKey(), write, static_cast<uint64_t>(result), opened);
+    }
   }
   MaybeSnapshot(start);
   return result;

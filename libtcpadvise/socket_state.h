@@ -246,6 +246,8 @@ struct SocketIdentity {
   // SocketIdentity::ServicePort is the local port of an accepted socket and
   // the peer port of a connected one: the port that names the service.
   uint16_t ServicePort() const;
+  // SocketIdentity::ServiceKey is the role and service port in one number.
+  uint32_t ServiceKey() const { return static_cast<uint32_t>(role) << 16 | ServicePort(); }
   // SocketIdentity::SameGroup tells whether two sockets fold into one group:
   // same role, policy rule, family, service port, peer address and shape.
   bool SameGroup(const SocketIdentity& other) const;

@@ -149,6 +149,36 @@ def test_pgbench_prefork_counts_each_connection_once(shim, postgres_dir):
     assert_no_alarm_above_info(document)
 
 
+def test_pgbench_connect_per_transaction_samples_first_writes_per_process_tree(shim, postgres_dir):
+    """pgbench -C: a forked backend per connection. The backends share one count of the first writes
+    they sampled, so after 16 connections' first writes most backends unwind none (a cold libunwind
+    in each was 8% of a connection's cost), and the server's sockets still name their call sites."""
+    clients, transactions = 2, 40
+    server_shim = type(shim)(shim_env(postgres_dir / "traces"), postgres_dir / "traces")
+    postgres = ForegroundServer("postgres.sh", [], server_shim, postgres_dir / "server")
+    try:
+        init = run_client(["pgbench", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres", "-i", "-s", "1",
+                           "-q", "postgres"], shim, timeout=120)
+        assert init.returncode == 0, init.stdout + init.stderr
+        result = run_client(["pgbench", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres", "-S", "-C",
+                             "-n", "-c", str(clients), "-t", str(transactions), "postgres"], shim, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+    finally:
+        postgres.stop()
+    backends = [trace["call_sites"] for trace in (json.loads(path.read_text())
+                                                  for path in server_shim.traces.glob("*.json"))
+                if trace["call_sites"]["mode"] == "sample"]
+    assert len(backends) >= clients * transactions
+    sampled = sum(info["sampled_writes"] for info in backends)
+    left = sum(info["left_to_tree"] for info in backends)
+    # 80 connections of about 4 first writes each: at most 16 connections' worth unwound (plus the
+    # connections of pgbench -i and one in 256 of the rest), the rest left to the tree.
+    assert left > 2 * sampled, (sampled, left)
+    served = [item for item in items(report(server_shim.traces), role="server")
+              if item["program"] in ("postgres", "postmaster")]
+    assert sum(len(item.get("call_sites", [])) for item in served) > 0
+
+
 def test_node_http_server_and_client(shim, tmp_path):
     skip_unless("node")
     requests = 200
