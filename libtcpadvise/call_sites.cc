@@ -152,9 +152,10 @@ struct TreeFirsts {
   std::atomic<uint32_t> sampled[kTreeSlots];
 };
 TreeFirsts* g_tree_firsts = nullptr;
-// g_forked_child is set in every process a fork made after sampling started
-// there or in an ancestor: those share g_tree_firsts.
-bool g_forked_child = false;
+// g_sampling_pid started sampling and mapped g_tree_firsts; the processes
+// it forks (any other pid that has it) share it. A pid, not a flag set at
+// fork: writing one would copy a page of the parent's into every child.
+pid_t g_sampling_pid = 0;
 
 CallSiteSettings g_settings{CallSiteMode::kOff, 0, 0};
 
@@ -650,6 +651,7 @@ void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind) {
     if (g_tree_firsts == nullptr) {
       void* shared = mmap(nullptr, sizeof(TreeFirsts), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
       if (shared != MAP_FAILED) g_tree_firsts = static_cast<TreeFirsts*>(shared);
+      g_sampling_pid = getpid();
     }
   }
   g_unwind.store(unwind, std::memory_order_release);
@@ -743,7 +745,7 @@ void SampleCallSite(uint64_t cookie, uint32_t service, uint64_t write, uint64_t 
   // A socket's first writes stand for themselves; the others, and first
   // writes taken for a process tree, for as many as the interval then.
   bool for_itself = write <= g_call_site_first.load(std::memory_order_relaxed);
-  if (for_itself && g_forked_child && g_tree_firsts != nullptr && g_settings.mode == CallSiteMode::kSample) {
+  if (for_itself && g_tree_firsts != nullptr && g_settings.mode == CallSiteMode::kSample && getpid() != g_sampling_pid) {
     const uint32_t slot = static_cast<uint32_t>(Mix(uint64_t{service} << 32 ^ write) % kTreeSlots);
     const uint32_t before = g_tree_firsts->sampled[slot].fetch_add(1, std::memory_order_relaxed);
     if (before >= kTreeFirst) {
@@ -803,8 +805,6 @@ void SampleCallSite(uint64_t cookie, uint32_t service, uint64_t write, uint64_t 
   p->estimated_bytes.fetch_add(weight * bytes, std::memory_order_relaxed);
   if (first) p->first.fetch_add(1, std::memory_order_relaxed);
 }
-
-void CallSitesAfterForkInChild() { g_forked_child = true; }
 
 void CallSiteBurstEnded(uint64_t cookie, uint64_t write) {
   LastSample& last = g_last[Mix(cookie) % kLastSlots];
@@ -1027,7 +1027,7 @@ void CallSitesResetForTest() {
   g_dropped.store(0);
   g_unwind_failed.store(0);
   g_left_to_tree.store(0);
-  g_forked_child = false;
+  g_sampling_pid = getpid();
   if (g_tree_firsts != nullptr) {
     for (std::atomic<uint32_t>& count : g_tree_firsts->sampled) count.store(0);
   }

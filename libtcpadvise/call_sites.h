@@ -105,10 +105,6 @@ void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind);
 // bytes were written; first tells the write opened a burst.
 [[gnu::noinline]] void SampleCallSite(uint64_t cookie, uint32_t service, uint64_t write, uint64_t bytes, bool first);
 
-// CallSitesAfterForkInChild marks this process a fork child: its sockets'
-// first writes are sampled as its process tree's budget allows.
-void CallSitesAfterForkInChild();
-
 // CallSiteBurstEnded tells that the socket's write-th write (a sampled one:
 // CallSiteDue(write)) was the last of its burst: the next one opened a burst.
 [[gnu::noinline]] void CallSiteBurstEnded(uint64_t cookie, uint64_t write);

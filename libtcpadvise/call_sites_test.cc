@@ -150,7 +150,6 @@ TEST_F(CallSitesTest, AForkChildLeavesFirstWritesItsTreeHasSampled) {
     const pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
-      CallSitesAfterForkInChild();
       SampleCallSite(cookie, 0x10005, 1, 10, true);
       SampleCallSite(cookie, 0x10005, 2, 10, false);  // the first 4 writes each count apart
       const std::string json = Emit(nullptr, false);
@@ -166,15 +165,24 @@ TEST_F(CallSitesTest, AForkChildLeavesFirstWritesItsTreeHasSampled) {
       EXPECT_EQ(sampled, 2) << "child " << cookie - 100;
     }
   }
-  // Another service of the tree has a count of its own.
-  CallSitesAfterForkInChild();
-  SampleCallSite(500, 0x10006, 1, 10, true);
-  const std::string json = Emit(nullptr, false);
-  EXPECT_EQ(CountOf(json, "sampled_writes"), 41u);
-  EXPECT_EQ(CountOf(json, "left_to_tree"), 0u);
-  // One more first write of the busy service: left to the tree unless its turn came.
-  SampleCallSite(501, 0x10005, 1, 10, true);
-  EXPECT_EQ(CountOf(Emit(nullptr, false), "sampled_writes") + CountOf(Emit(nullptr, false), "left_to_tree"), 42u);
+  // Another service of the tree has a count of its own; one more first
+  // write of the busy one is left to the tree unless its turn came.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    SampleCallSite(500, 0x10006, 1, 10, true);
+    const std::string json = Emit(nullptr, false);
+    const bool own = CountOf(json, "sampled_writes") == 41 && CountOf(json, "left_to_tree") == 0;
+    SampleCallSite(501, 0x10005, 1, 10, true);
+    const std::string after = Emit(nullptr, false);
+    _exit(own && CountOf(after, "sampled_writes") + CountOf(after, "left_to_tree") == 42 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // The process that started sampling still takes its own sockets' first writes.
+  SampleCallSite(600, 0x10005, 1, 10, true);
+  EXPECT_EQ(CountOf(Emit(nullptr, false), "sampled_writes"), 41u);
 }
 
 TEST_F(CallSitesTest, FoldMovesASocketsCountsToItsGroup) {

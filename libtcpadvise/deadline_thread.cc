@@ -129,6 +129,8 @@ uint64_t ReleaseExpired(uint64_t now, uint64_t retry_busy) {
 }
 
 void ResetDeadlineThreadInChild() {
+  // Never started: nothing took the mutex, and the child need not copy its page.
+  if (g_deadline_thread_state.load(std::memory_order_relaxed) == 0) return;
   pthread_mutex_init(&g_flusher_mutex, nullptr);
   pthread_cond_init(&g_flusher_wake, nullptr);
   g_deadline_thread_state.store(0, std::memory_order_relaxed);

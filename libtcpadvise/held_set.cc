@@ -13,6 +13,9 @@ namespace {
 pthread_mutex_t g_set_lock = PTHREAD_MUTEX_INITIALIZER;
 PolicyState* g_held_set[kMaxHeldSockets];
 int g_held_set_size = 0;
+// g_set_used is set before the lock is first taken: a fork child of a
+// process that never held anything (observe) leaves the set's page shared.
+std::atomic<bool> g_set_used{false};
 
 }  // namespace
 
@@ -28,6 +31,7 @@ void UnlockShared(pthread_mutex_t* m) {
 }
 
 bool AddToHeldSetSlow(PolicyState* p) {
+  if (!g_set_used.load(std::memory_order_relaxed)) g_set_used.store(true, std::memory_order_relaxed);
   LockShared(&g_set_lock);
   if (g_held_set_size < kMaxHeldSockets) {
     g_held_set[g_held_set_size++] = p;
@@ -61,6 +65,7 @@ int CopyHeldSet(PolicyState** copy) {
 }
 
 void ClearHeldSetInChild(void (*drop)(PolicyState*)) {
+  if (!g_set_used.load(std::memory_order_relaxed)) return;
   pthread_mutex_init(&g_set_lock, nullptr);
   for (int i = 0; i < g_held_set_size; ++i) {
     drop(g_held_set[i]);

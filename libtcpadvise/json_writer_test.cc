@@ -90,6 +90,31 @@ TEST(JsonWriterTest, DoublesReadBackExactlyInTheFewestDigits) {
   }
 }
 
+// Whole numbers and integers take a path of their own (to_chars): the same
+// text as printf's, which the other values still get.
+TEST(JsonWriterTest, WholeNumbersAndIntegersPrintAsPrintfDoes) {
+  std::mt19937_64 random(29);
+  for (int i = 0; i < 100000; ++i) {
+    const int64_t whole = static_cast<int64_t>(random() >> (random() % 64)) * (i % 2 ? 1 : -1);
+    const double value = static_cast<double>(whole);
+    char text[40], expected[40];
+    FormatDouble(value, text, sizeof(text));
+    for (int digits = 15; digits <= 17; ++digits) {
+      snprintf(expected, sizeof(expected), "%.*g", digits, value);
+      if (strtod(expected, nullptr) == value) break;
+    }
+    ASSERT_STREQ(text, expected);
+    JsonWriter w;
+    w.Int(whole);
+    snprintf(expected, sizeof(expected), "%lld", static_cast<long long>(whole));
+    ASSERT_EQ(Text(w), expected);
+    JsonWriter u;
+    u.Uint(static_cast<uint64_t>(whole));
+    snprintf(expected, sizeof(expected), "%llu", static_cast<unsigned long long>(whole));
+    ASSERT_EQ(Text(u), expected);
+  }
+}
+
 TEST(JsonWriterTest, DoublesUseAPointWhateverTheLocale) {
   if (setlocale(LC_NUMERIC, "de_DE.UTF-8") == nullptr && setlocale(LC_NUMERIC, "fr_FR.UTF-8") == nullptr) {
     GTEST_SKIP() << "no locale with a decimal comma is installed";

@@ -87,7 +87,6 @@ void AfterForkInChild() {
   DropHeldInChild();
   g_table.ResetInChild();
   ResetTraceWriterInChild();
-  CallSitesAfterForkInChild();
   g_runtime.start_unix_ns = RealtimeNs();
   g_runtime.pid = getpid();
   ForgetPendingSignalInChild();

@@ -939,7 +939,11 @@ def bench_command(
                      same policies and as one writev (goal: adaptive within
                      5% of writev). Each server run lasts --seconds
                      (default 2); a server not installed is left out with a
-                     warning. It yields no calibration.
+                     warning. The servers' traces go to tmpfs (/dev/shm)
+                     when there is one: a fork-per-connection server
+                     writes a trace file per connection, whose creation
+                     on disk is the file system's cost. It yields no
+                     calibration.
 
     \b
     Paths: loopback by default. --link builds two network namespaces
