@@ -198,7 +198,9 @@ struct Module {
 };
 Module g_modules[kMaxModules];
 int g_module_count = 0;
-// g_stack_index maps a stack slot to its index in the trace's list (-1: not in it).
+// g_stack_index maps a stack slot to its index in the trace's list + 1 (0:
+// not in it, as every slot is before the first trace: a forked server's
+// child that sampled nothing writes no page of it).
 int32_t g_stack_index[kStackSlots];
 bool g_module_used[kMaxModules];
 
@@ -565,7 +567,7 @@ void EmitSizes(JsonWriter* w, const StackSlot& s) {
 }
 
 void EmitPair(JsonWriter* w, const PairSlot& p) {
-  const int32_t index = g_stack_index[p.stack.load(std::memory_order_relaxed) % kStackSlots];
+  const int32_t index = g_stack_index[p.stack.load(std::memory_order_relaxed) % kStackSlots] - 1;
   if (index < 0) return;
   w->BeginObject();
   w->Key("stack");
@@ -843,14 +845,16 @@ void EmitCallSites(JsonWriter* w) {
     w->EndObject();
     return;
   }
-  for (int i = 0; i < kMaxModules; ++i) g_module_used[i] = false;
-  for (int32_t& index : g_stack_index) index = -1;
+  // Only the entries in use are reset: a forked server's child that sampled
+  // nothing writes no page of these tables.
+  for (int i = 0; i < g_module_count; ++i) g_module_used[i] = false;
   // The slots claimed so far, in claim order; one still being written is left out.
   uint32_t claimed[kStackSlots];
   uint32_t n_claimed = 0;
   const uint32_t claims = g_stack_claims.load(std::memory_order_relaxed);
   for (uint32_t c = 0; c < claims && c < kStackSlots; ++c) {
     const uint32_t entry = g_stack_order[c].load(std::memory_order_acquire);
+    if (entry != 0) g_stack_index[entry - 1] = 0;  // numbered by the last trace, perhaps not listed now
     if (entry == 0 || g_stacks[entry - 1].ready.load(std::memory_order_acquire) == 0) continue;
     claimed[n_claimed++] = entry - 1;
     const StackSlot& s = g_stacks[entry - 1];
@@ -922,7 +926,7 @@ void EmitCallSites(JsonWriter* w) {
   for (uint32_t c = 0; c < n_claimed; ++c) {
     const uint32_t i = claimed[c];
     const StackSlot& s = g_stacks[i];
-    g_stack_index[i] = stacks++;
+    g_stack_index[i] = ++stacks;
     w->BeginObject();
     // frames: [module index, offset from its load base] each, the caller
     // of the write first; [-1, address] where no module holds the code.
@@ -1020,6 +1024,7 @@ void CallSitesResetForTest() {
   for (std::atomic<uint16_t>& number : g_pair_index) number.store(0);
   g_pairs_claimed.store(0);
   for (auto& entry : g_stack_order) entry.store(0);
+  for (int32_t& index : g_stack_index) index = 0;
   g_stack_claims.store(0);
   g_stack_count.store(0);
   g_pair_count.store(0);
