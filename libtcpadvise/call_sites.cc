@@ -741,13 +741,13 @@ void CallSitesOnSocketTracked(pid_t process) {
   LoadUnwinder(g_wanted_settings);
 }
 
-void SampleCallSite(uint64_t cookie, uint32_t service, uint64_t write, uint64_t bytes, bool first) {
+void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t write, uint64_t bytes, bool first) {
   const UnwindFn unwind = g_unwind.load(std::memory_order_acquire);
   if (unwind == nullptr) return;
   // A socket's first writes stand for themselves; the others, and first
   // writes taken for a process tree, for as many as the interval then.
   bool for_itself = write <= g_call_site_first.load(std::memory_order_relaxed);
-  if (for_itself && g_tree_firsts != nullptr && g_settings.mode == CallSiteMode::kSample && getpid() != g_sampling_pid) {
+  if (for_itself && g_tree_firsts != nullptr && g_settings.mode == CallSiteMode::kSample && process != g_sampling_pid) {
     const uint32_t slot = static_cast<uint32_t>(Mix(uint64_t{service} << 32 ^ write) % kTreeSlots);
     const uint32_t before = g_tree_firsts->sampled[slot].fetch_add(1, std::memory_order_relaxed);
     if (before >= kTreeFirst) {

@@ -100,10 +100,12 @@ using UnwindFn = int (*)(void** frames, int max);
 void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind);
 
 // SampleCallSite records the stack of the calling write, the socket's
-// write-th, on the socket with cookie, whose service (role and service
-// port) keys what a fork child's process tree sampled of first writes;
-// bytes were written; first tells the write opened a burst.
-[[gnu::noinline]] void SampleCallSite(uint64_t cookie, uint32_t service, uint64_t write, uint64_t bytes, bool first);
+// write-th, on the socket with cookie; bytes were written; first tells the
+// write opened a burst. A process other than the one that started sampling
+// (its fork children) takes a socket's first writes as its process tree's
+// count for the socket's service (role and service port) allows.
+[[gnu::noinline]] void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t write, uint64_t bytes,
+                                      bool first);
 
 // CallSiteBurstEnded tells that the socket's write-th write (a sampled one:
 // CallSiteDue(write)) was the last of its burst: the next one opened a burst.

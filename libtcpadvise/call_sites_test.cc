@@ -77,10 +77,10 @@ TEST_F(CallSitesTest, DeduplicatesStacksAndCountsPerSocket) {
   g_fake_depth = 2;
   g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
   g_fake_frames[1] = reinterpret_cast<void*>(&Emit);
-  for (int i = 0; i < 3; ++i) SampleCallSite(7, 0, 1, 10, i == 0);
+  for (int i = 0; i < 3; ++i) SampleCallSite(7, 0, getpid(), 1, 10, i == 0);
   g_fake_frames[1] = reinterpret_cast<void*>(&CallSiteDue);
-  SampleCallSite(7, 0, 1, 100, false);
-  SampleCallSite(9, 0, 1, 5, true);
+  SampleCallSite(7, 0, getpid(), 1, 100, false);
+  SampleCallSite(9, 0, getpid(), 1, 5, true);
   SocketState socket;
   socket.id.cookie = 7;
   const std::string json = Emit(&socket, true);
@@ -104,13 +104,13 @@ TEST_F(CallSitesTest, SizesAndBurstPositionsPerStack) {
   g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
   // Socket 5: writes 1 (4 B, opens), 2 (8 B), then write 3 opens the next
   // burst: write 2 was last. Then 9 more sizes, one more than kept.
-  SampleCallSite(5, 0, 1, 4, true);
-  SampleCallSite(5, 0, 2, 8, false);
+  SampleCallSite(5, 0, getpid(), 1, 4, true);
+  SampleCallSite(5, 0, getpid(), 2, 8, false);
   CallSiteBurstEnded(5, 2);
-  SampleCallSite(5, 0, 3, 4, true);
+  SampleCallSite(5, 0, getpid(), 3, 4, true);
   CallSiteBurstEnded(5, 3);  // alone in its burst
   CallSiteBurstEnded(5, 1);  // not the socket's last sampled write: nothing
-  for (uint64_t size = 1000; size < 10000; size += 1000) SampleCallSite(5, 0, 4, size, false);
+  for (uint64_t size = 1000; size < 10000; size += 1000) SampleCallSite(5, 0, getpid(), 4, size, false);
   const std::string json = Emit(nullptr, false);
   EXPECT_NE(json.find("\"last_of_burst\":2,\"alone_in_burst\":1"), std::string::npos) << json;
   EXPECT_NE(json.find("\"sizes\":{\"unit\":\"bytes\",\"count\":12,\"sum\":45016,\"min\":4,\"max\":9000,"),
@@ -125,7 +125,7 @@ TEST_F(CallSitesTest, TooManySamplesHalveTheRateAndWeighTheirWrites) {
   g_fake_depth = 1;
   g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
   // 200 samples fit a window of 100 ms; the 201st halves the rate at once.
-  for (uint64_t n = 1; n <= 201; ++n) SampleCallSite(1, 0, 100 + n, 1, false);
+  for (uint64_t n = 1; n <= 201; ++n) SampleCallSite(1, 0, getpid(), 100 + n, 1, false);
   const std::string json = Emit(nullptr, false);
   EXPECT_NE(json.find("\"every_max\":16,\"every_now\":16,\"slowdowns\":1"), std::string::npos) << json;
   EXPECT_NE(json.find("\"estimated_writes\":1616,"), std::string::npos) << json;  // 200 x 8 + 16
@@ -142,7 +142,7 @@ TEST_F(CallSitesTest, AForkChildLeavesFirstWritesItsTreeHasSampled) {
   g_fake_depth = 1;
   g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
   // The process that started sampling takes every socket's first writes.
-  for (uint64_t cookie = 1; cookie <= 40; ++cookie) SampleCallSite(cookie, 0x10005, 1, 10, true);
+  for (uint64_t cookie = 1; cookie <= 40; ++cookie) SampleCallSite(cookie, 0x10005, getpid(), 1, 10, true);
   EXPECT_EQ(CountOf(Emit(nullptr, false), "sampled_writes"), 40u);
   // Its fork children share one count: 40 children of one connection each,
   // the first write of each; 16 are sampled, then about one in 8.
@@ -150,8 +150,8 @@ TEST_F(CallSitesTest, AForkChildLeavesFirstWritesItsTreeHasSampled) {
     const pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
-      SampleCallSite(cookie, 0x10005, 1, 10, true);
-      SampleCallSite(cookie, 0x10005, 2, 10, false);  // the first 4 writes each count apart
+      SampleCallSite(cookie, 0x10005, getpid(), 1, 10, true);
+      SampleCallSite(cookie, 0x10005, getpid(), 2, 10, false);  // the first 4 writes each count apart
       const std::string json = Emit(nullptr, false);
       _exit(static_cast<int>(CountOf(json, "sampled_writes") - 40) * 10 +
             static_cast<int>(CountOf(json, "left_to_tree")));
@@ -170,10 +170,10 @@ TEST_F(CallSitesTest, AForkChildLeavesFirstWritesItsTreeHasSampled) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    SampleCallSite(500, 0x10006, 1, 10, true);
+    SampleCallSite(500, 0x10006, getpid(), 1, 10, true);
     const std::string json = Emit(nullptr, false);
     const bool own = CountOf(json, "sampled_writes") == 41 && CountOf(json, "left_to_tree") == 0;
-    SampleCallSite(501, 0x10005, 1, 10, true);
+    SampleCallSite(501, 0x10005, getpid(), 1, 10, true);
     const std::string after = Emit(nullptr, false);
     _exit(own && CountOf(after, "sampled_writes") + CountOf(after, "left_to_tree") == 42 ? 0 : 1);
   }
@@ -181,15 +181,15 @@ TEST_F(CallSitesTest, AForkChildLeavesFirstWritesItsTreeHasSampled) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   // The process that started sampling still takes its own sockets' first writes.
-  SampleCallSite(600, 0x10005, 1, 10, true);
+  SampleCallSite(600, 0x10005, getpid(), 1, 10, true);
   EXPECT_EQ(CountOf(Emit(nullptr, false), "sampled_writes"), 41u);
 }
 
 TEST_F(CallSitesTest, FoldMovesASocketsCountsToItsGroup) {
   g_fake_depth = 1;
   g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
-  SampleCallSite(11, 0, 1, 4, true);
-  SampleCallSite(12, 0, 1, 6, true);
+  SampleCallSite(11, 0, getpid(), 1, 4, true);
+  SampleCallSite(12, 0, getpid(), 1, 6, true);
   SocketState group;
   CallSitesFold(11, &group);
   CallSitesFold(12, &group);
@@ -214,7 +214,7 @@ std::string SocketList(const SocketState& socket, bool open) {
 TEST_F(CallSitesTest, EverySocketFindsItsOwnPairUpToTheTablesEnd) {
   g_fake_depth = 1;
   g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
-  for (uint64_t cookie = 1; cookie <= 2100; ++cookie) SampleCallSite(cookie, 0, 1, 1000 + cookie, true);
+  for (uint64_t cookie = 1; cookie <= 2100; ++cookie) SampleCallSite(cookie, 0, getpid(), 1, 1000 + cookie, true);
   EXPECT_NE(Emit(nullptr, false).find("\"dropped_writes\":52"), std::string::npos);
   for (uint64_t cookie : {1, 777, 2048}) {
     SocketState live;
@@ -226,7 +226,7 @@ TEST_F(CallSitesTest, EverySocketFindsItsOwnPairUpToTheTablesEnd) {
   SocketState dropped;
   dropped.id.cookie = 2100;
   EXPECT_EQ(SocketList(dropped, true), "");
-  SampleCallSite(777, 0, 2, 1, false);  // a known pair still counts when the table is full
+  SampleCallSite(777, 0, getpid(), 2, 1, false);  // a known pair still counts when the table is full
   SocketState group;
   CallSitesFold(777, &group);
   const std::string folded = SocketList(group, false);
@@ -241,7 +241,7 @@ TEST_F(CallSitesTest, RacingThreadsShareOnePairPerSocket) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([] {
-      for (uint64_t cookie = 1; cookie <= 300; ++cookie) SampleCallSite(cookie, 0, 1, 10, false);
+      for (uint64_t cookie = 1; cookie <= 300; ++cookie) SampleCallSite(cookie, 0, getpid(), 1, 10, false);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -256,9 +256,9 @@ TEST_F(CallSitesTest, RacingThreadsShareOnePairPerSocket) {
 TEST_F(CallSitesTest, UnknownCodeAndEmptyStacksFailOpen) {
   g_fake_depth = 1;
   g_fake_frames[0] = reinterpret_cast<void*>(uintptr_t{0x10});  // no module holds it (JIT, garbage)
-  SampleCallSite(1, 0, 1, 1, true);
+  SampleCallSite(1, 0, getpid(), 1, 1, true);
   g_fake_depth = 0;
-  SampleCallSite(1, 0, 1, 1, true);
+  SampleCallSite(1, 0, getpid(), 1, 1, true);
   const std::string json = Emit(nullptr, false);
   EXPECT_NE(json.find("\"frames\":[[-1,16]]"), std::string::npos) << json;
   EXPECT_NE(json.find("\"unwind_failures\":1"), std::string::npos) << json;
@@ -268,7 +268,7 @@ TEST_F(CallSitesTest, FullTablesCountWhatTheyDrop) {
   g_fake_depth = 1;
   for (uintptr_t i = 0; i < 600; ++i) {
     g_fake_frames[0] = reinterpret_cast<void*>(0x1000 + i);
-    SampleCallSite(1 + i % 3, 0, 1, 1, false);
+    SampleCallSite(1 + i % 3, 0, getpid(), 1, 1, false);
   }
   const std::string json = Emit(nullptr, false);
   EXPECT_NE(json.find("\"dropped_writes\":88"), std::string::npos) << json;
@@ -279,7 +279,7 @@ TEST_F(CallSitesTest, RealUnwinderNamesThisFunction) {
   if (handle == nullptr) GTEST_SKIP() << "libunwind.so.8 is not installed";
   CallSitesConfigure(CallSiteSettings{CallSiteMode::kAll, 0, 1},
                      reinterpret_cast<UnwindFn>(dlsym(handle, "unw_backtrace")));
-  SampleCallSite(3, 0, 1, 8, true);
+  SampleCallSite(3, 0, getpid(), 1, 8, true);
   const std::string json = Emit(nullptr, false);
   EXPECT_NE(json.find("\"unwind_failures\":0"), std::string::npos) << json;
   EXPECT_NE(json.find("\"frames\":[[0,"), std::string::npos) << json;

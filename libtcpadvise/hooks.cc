@@ -51,7 +51,7 @@ template <typename Count, typename Call>
     // The previous write ended its burst if this one opened one.
     if (opened && write > 1 && CallSiteDue(write - 1)) CallSiteBurstEnded(s->id.cookie, write - 1);
     if (CallSiteDue(write)) {
-      SampleCallSite(s->id.cookie, s->id.ServiceKey(), write, static_cast<uint64_t>(result), opened);
+      SampleCallSite(s->id.cookie, s->id.ServiceKey(), g_runtime.pid, write, static_cast<uint64_t>(result), opened);
     }
   }
   MaybeSnapshot(start);

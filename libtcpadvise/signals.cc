@@ -89,12 +89,12 @@ bool Install(int sig) {
   return true;
 }
 
-// Reconcile follows a disposition the program changed: the shim's handler
-// goes back where the program set SIG_DFL, and leaves anything else alone.
-void Reconcile(int sig) {
-  struct sigaction now;
-  if (g_real.sigaction(sig, nullptr, &now) != 0) return;
-  if (now.sa_handler == SIG_DFL) {
+// Reconcile follows a disposition the program set (no need to ask the
+// kernel: a forked server's child sets its four every time): the shim's
+// handler goes back where the program set SIG_DFL, and leaves anything
+// else alone.
+void Reconcile(int sig, sighandler_t set) {
+  if (set == SIG_DFL) {
     Install(sig);
   } else {
     g_owned[sig].store(false, std::memory_order_relaxed);
@@ -115,7 +115,7 @@ sighandler_t ChangeHandler(sighandler_t (*real)(int, sighandler_t), int sig, sig
   const sighandler_t previous = real(sig, handler);
   if (previous == SIG_ERR) return previous;
   ErrnoSaver errno_saver;
-  if (handler != SIG_HOLD) Reconcile(sig);
+  if (handler != SIG_HOLD) Reconcile(sig, handler);
   return owned ? SIG_DFL : previous;
 }
 
@@ -153,7 +153,7 @@ int Sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
   if (result != 0) return result;
   ErrnoSaver errno_saver;
   if (owned && old != nullptr) FillDefault(old);
-  if (act != nullptr) Reconcile(sig);
+  if (act != nullptr) Reconcile(sig, act->sa_handler);
   return result;
 }
 

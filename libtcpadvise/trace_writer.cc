@@ -425,13 +425,13 @@ bool WriteAll(int fd, const char* data, size_t size) {
 // names peers and program arguments), under a name nobody can guess and
 // plant a symlink at: never one that already exists, never through a
 // symlink. Its name goes to temp; returns the fd or -1.
-int CreateTemporary(char* temp, size_t size, const char* dir, const char* program) {
+int CreateTemporary(char* temp, size_t size, const char* dir, const char* program, pid_t pid) {
   for (int attempt = 0; attempt < 8; ++attempt) {
     uint64_t nonce = 0;
     if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != sizeof(nonce)) {
-      nonce = RealtimeNs() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(getpid()) << 32;
+      nonce = RealtimeNs() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(pid) << 32;
     }
-    snprintf(temp, size, "%s/.%s.%d.%016llx.json.tmp", dir, program, static_cast<int>(getpid()),
+    snprintf(temp, size, "%s/.%s.%d.%016llx.json.tmp", dir, program, static_cast<int>(pid),
              static_cast<unsigned long long>(nonce));
     const int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0 || errno != EEXIST) return fd;
@@ -537,8 +537,9 @@ void WriteTrace(bool final) {
     char program[kFileNameProgramBytes + 1], path[PATH_MAX + 300], temp[PATH_MAX + 300];
     ProgramFileName(program);
     const char* dir = g_runtime.settings.out_dir;
-    snprintf(path, sizeof(path), "%s/%s.%d.json", dir, program, static_cast<int>(getpid()));
-    const int fd = CreateTemporary(temp, sizeof(temp), dir, program);
+    const pid_t pid = getpid();
+    snprintf(path, sizeof(path), "%s/%s.%d.json", dir, program, static_cast<int>(pid));
+    const int fd = CreateTemporary(temp, sizeof(temp), dir, program, pid);
     if (fd < 0) {
       WarnOnce("open failed", temp);
     } else {
