@@ -360,3 +360,27 @@ def _heading(item: dict) -> str:
     where = (f"server :{item['local']['port']}" if item["role"] == "server"
              else f"{item['role']} → {item['peer']['addr']}:{item['peer']['port']}")
     return f"{item['program']} {where}"
+
+
+def test_each_group_keeps_its_busiest_items_for_the_timeline(tmp_path, tiny_chunks):
+    """stream_report(sample=N): per group, the N items with the most calls (the first of equals), in
+    report order, as JSON has them; no sample unless asked."""
+    sockets = _copies(RECORDED, 60)
+    for index, socket in enumerate(sockets):
+        socket["writes"]["calls"] = (index * 37) % 11  # busy and idle items mixed, with ties
+        socket["duration_ns"] = 1_000 + index  # which socket it is
+    write_json(tmp_path / "server.7.json", {**RECORDED, "pid": 7, "sockets": sockets})
+    items = []
+    report = stream_report(load_inputs([tmp_path], compact=True), Filters(), load_rulebook(()),
+                           sink=lambda item, _raw: items.append(item), sample=3)
+    by_group: dict[tuple, list[int]] = {}
+    for index, item in enumerate(items):
+        by_group.setdefault(scope_key(item), []).append(index)
+    assert len(report.samples) == len(by_group) > 1
+    calls = [item["writes"]["calls"] + item["reads"]["calls"] for item in items]
+    for sample, indexes in zip(report.samples, by_group.values(), strict=True):
+        busiest = sorted(sorted(indexes, key=lambda index: -calls[index])[:3])
+        assert len(sample) == min(3, len(indexes))
+        assert [(sampled.duration_ns, sampled.local_port, sampled.pid) for sampled in sample] == \
+            [(1_000 + index, items[index]["local"]["port"], 7) for index in busiest]
+    assert stream_report(load_inputs([tmp_path], compact=True), Filters(), load_rulebook(())).samples == []
