@@ -353,8 +353,9 @@ def report_command(
                 write, passed straight through | holds), text}
 
     HTML output: one self-contained page (no network needed to open it)
-    with the table, the findings and, per socket group, charts of write
-    sizes, writes per burst, turn times and a timeline.
+    with text's table and findings and, per socket group (the 20 with the
+    most writes), charts of write sizes, writes per burst, turn times and
+    a timeline of its 10 busiest socket items.
 
     In a directory, a file that is not a tcpadvise document (not JSON, or
     JSON without a tcpadvise schema, such as a report saved there) is
