@@ -39,7 +39,7 @@ from .sockets import SocketsSum, socket_figures
 
 @dataclass
 class StreamedReport:
-    """What the text and JSON reports print, made by stream_report.
+    """What the text and JSON reports and the HTML page show, made by stream_report.
 
     socket_count: the socket items read (JSON had each from the sink); busiest: the TABLE_ROWS with
     the most calls, in report order; groups: per socket group, who it is, its call sites and bursts;
