@@ -12,14 +12,17 @@ closed into groups, half left open), one small trace. That trace is scaled:
 - snapshot: the same for a server's periodic snapshot (final: false) with
   --snapshot-sockets open connections.
 
-Each input is reported (text and JSON, output to /dev/null) in a fresh process
+Each input is reported (--formats: text and JSON unless told, output to /dev/null) in a fresh process
 --runs times; the figures are the median wall time, the median CPU time and
 the median peak RSS (VmHWM of the child). Cases run interleaved, one run of each in turn.
 
-Writes bench/results/report-scale.{json,md}.
+Writes bench/results/report-scale.{json,md}, or NAME.{json,md} with --results NAME (the HTML
+page of the 100 MB trace against the code before: --counts '' --snapshot-sockets 0 --formats html
+--baseline DIR --results report-scale-html).
 
 usage: bench/report_scale.py [--build DIR] [--runs N] [--counts 1,100,1000,10000]
-                             [--big-mb 100] [--snapshot-sockets 10000] [--timeout S] [--baseline DIR]
+                             [--big-mb 100] [--snapshot-sockets 10000] [--timeout S] [--formats text,json,html]
+                             [--baseline DIR] [--results NAME]
 """
 import argparse
 import copy
@@ -140,11 +143,13 @@ def main() -> None:
     parser.add_argument("--big-mb", type=float, default=100)
     parser.add_argument("--snapshot-sockets", type=int, default=10_000)
     parser.add_argument("--timeout", type=float, default=300)
-    parser.add_argument("--formats", default="text,json")
+    parser.add_argument("--formats", default="text,json", help="of text, json and html (the page to /dev/null)")
     parser.add_argument("--keep", type=pathlib.Path, help="make the inputs here and keep them")
     parser.add_argument("--baseline", metavar="DIR",
                         help="also run the tcpadvise package in DIR (e.g. an earlier release's advisor/), interleaved: "
                         "rows of arm 'baseline' beside 'this'")
+    parser.add_argument("--results", default="report-scale", metavar="NAME",
+                        help="write bench/results/NAME.json and NAME.md")
     args = parser.parse_args()
 
     work = args.keep or pathlib.Path(tempfile.mkdtemp(prefix="report-scale."))
@@ -193,7 +198,7 @@ def main() -> None:
     results = {"benchmark": "report-scale", "host": platform.node(), "cpus": os.cpu_count(),
                "python": platform.python_version(), "runs": args.runs, "timeout_s": args.timeout, "rows": rows}
     out = REPO / "bench" / "results"
-    (out / "report-scale.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / f"{args.results}.json").write_text(json.dumps(results, indent=2) + "\n")
     lines = ["# tcpadvise report at fleet scale", "",
              (f"{args.runs} runs of each case, interleaved; median wall time (min-max) and median peak RSS of the "
               "`tcpadvise report` process (VmHWM) and its median CPU time (user + system), over the runs that "
@@ -210,7 +215,7 @@ def main() -> None:
         cpu = f"{row['median_cpu_s']:.2f} s" if row["median_cpu_s"] is not None else "-"
         lines.append(f"| {row['case']} | {row['sockets']} | {row['bytes'] / 1e6:.1f} MB | {row['format']} | "
                      f"{row['arm']} | {time_text} | {cpu} | {rss} |")
-    (out / "report-scale.md").write_text("\n".join(lines) + "\n")
+    (out / f"{args.results}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

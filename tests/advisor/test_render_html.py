@@ -14,11 +14,13 @@ import pytest
 from browserlib import assert_page_is_whole, open_page
 from tcpadvise.ab.experiment import collect
 from tcpadvise.render.html import ab_html
+from tcpadvise.symbols.symbolize import site_text
 from tcpadvise.trace.reader import Inputs
 from testlib import REPO, Server, assert_one_line_error, invoke, prog, shim_path
 
 from .conftest import make_hist, make_socket, make_trace, write_json, write_trace
 from .test_ab import experiment_trace, report_of
+from .test_report_stream import page_parts
 
 needs_shim = pytest.mark.skipif(not shim_path().exists(), reason="needs the built shim (cmake --build build)")
 # HOSTILE: a program name as a trace may carry it: markup, a script, a remote image, matplotlib's `$`.
@@ -71,6 +73,18 @@ def test_report_page_opens_offline_with_every_chart_drawn(observed, tmp_path):
     assert "nagle-delayed-ack" in visit.text and "bursts.writes_p50" in visit.text
     assert re.search(r"RunRounds.*burst\.cc:\d+", visit.text), visit.text
     assert "burst client → 127.0.0.1:" in visit.text
+    # Its figures are text's and JSON's: the group's call sites and writes, each finding's sites.
+    parts = page_parts(page.read_text())
+    text = invoke("report", observed, env={"COLUMNS": "200"}).stdout
+    document = json.loads(invoke("report", "--format", "json", observed).stdout)
+    (section,) = parts["sections"]
+    assert section["sites"] and [f"{site}: {writes} writes" for site, writes, *_ in section["sites"]] == \
+        [line.strip().split(" writes")[0] + " writes" for line in text.split(f"call sites: {section['heading']}\n")[1]
+         .splitlines()[:len(section["sites"])]]
+    assert any(card["sites"] for card in parts["findings"])
+    for card, finding in zip(parts["findings"], document["findings"], strict=True):
+        assert [(site, int(writes)) for site, writes, *_ in card["sites"]] == \
+            [(site_text(site), site["writes"]) for site in finding["call_sites"][:len(card["sites"])]]
 
 
 @needs_shim

@@ -1,6 +1,5 @@
 """The tcpadvise command line: thin click commands over record, traces and report."""
 
-import gc
 import io
 import stat
 import sys
@@ -16,7 +15,6 @@ from ..bench.suites import SEED_SUITES, SUITE_NAMES, Settings
 from ..errors import BadInputError, OutputWriteError, TcpadviseError
 from ..policy.config import BUILTIN_POLICIES
 from ..record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR
-from ..rules import SEVERITIES
 from .filters import filter_options
 from .version import version_text
 
@@ -355,8 +353,9 @@ def report_command(
                 write, passed straight through | holds), text}
 
     HTML output: one self-contained page (no network needed to open it)
-    with the table, the findings and, per socket group, charts of write
-    sizes, writes per burst, turn times and a timeline.
+    with text's table and findings and, per socket group (the 20 with the
+    most writes), charts of write sizes, writes per burst, turn times and
+    a timeline of its 10 busiest socket items.
 
     In a directory, a file that is not a tcpadvise document (not JSON, or
     JSON without a tcpadvise schema, such as a report saved there) is
@@ -371,14 +370,11 @@ def report_command(
     Exit status: 0 every trace read; 2 an error (nothing written);
     3 the report written, but damaged traces were skipped.
     """
-    from ..model.filters import at_least, filter_inputs, filter_report
-    from ..model.report import build_report
+    from ..model.filters import filter_inputs
     from ..model.streaming import stream_report
-    from ..policy.effect import policy_effects
     from ..render.json import JsonReportWriter
     from ..render.printable import neutralised_report
     from ..render.text import render_text
-    from ..rules.advice import advise
     from ..rules.calibration import load_calibration
     from ..rules.rulebook import load_rulebook
     from ..trace.hosts import split_by_host
@@ -393,20 +389,15 @@ def report_command(
         raise click.UsageError("--emit-policy writes one config for all the traces: leave out --by-host")
     if by_host and output_format == "html":
         raise click.UsageError("--by-host writes text or json; for a page per host, filter the traces by host")
-    # Text and JSON read the traces one socket at a time (model/streaming.py): what is held is a
+    # Every format reads the traces one socket at a time (model/streaming.py): what is held is a
     # compressed copy of each trace, the socket groups' sums and the busiest items; JSON writes
-    # each socket item as it comes. The page draws every socket group and reads them all at once.
-    inputs = filter_inputs(load_inputs(paths, compact=output_format != "html"), filters)
+    # each socket item as it comes; the page keeps a few items per group for its timelines.
+    inputs = filter_inputs(load_inputs(paths, compact=True), filters)
     if output_format == "html":
-        # A command that runs once: what it read is kept to the end, out of the cyclic collector's
-        # reach, which would otherwise walk it again in every later step (seconds for 100 MB).
-        gc.freeze()
-        report = filter_report(build_report(inputs), filters)
-        report.findings = at_least(advise(report, rulebook, measured), min_severity, SEVERITIES)
-        report.policy_effects = policy_effects(report)
-        _emit_policy(policy_file, report.findings)
-        from ..render.html import report_html  # matplotlib: imported only for html
+        from ..render.html import TIMELINE_SOCKETS, report_html  # matplotlib: imported only for html
 
+        report = stream_report(inputs, filters, rulebook, measured, min_severity, sample=TIMELINE_SOCKETS)
+        _emit_policy(policy_file, report.findings)
         _emit(report_html(report), output)
         _exit_if_damaged(inputs)
         return

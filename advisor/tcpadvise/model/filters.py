@@ -7,12 +7,10 @@ rulebook runs, so the findings, their evidence and their socket indexes are of
 the sockets kept.
 """
 
-import dataclasses
 from dataclasses import dataclass
 
 from ..trace.hosts import only_hosts
 from ..trace.reader import Inputs
-from .report import Report
 
 
 @dataclass(frozen=True)
@@ -45,16 +43,6 @@ class Filters:
 def filter_inputs(inputs: Inputs, filters: Filters) -> Inputs:
     """`inputs` with only the traces of the hosts asked for (a trace without a host is of "unknown")."""
     return only_hosts(inputs, filters.hosts) if filters.hosts else inputs
-
-
-def filter_report(report: Report, filters: Filters) -> Report:
-    """`report` with only the socket items `filters` keeps (raw_sockets kept beside them)."""
-    kept = [index for index, item in enumerate(report.sockets) if filters.keeps(item)]
-    return dataclasses.replace(
-        report,
-        sockets=[report.sockets[index] for index in kept],
-        raw_sockets=[report.raw_sockets[index] for index in kept],
-    )
 
 
 def at_least(findings: list[dict], severity: str, severities: tuple[str, ...]) -> list[dict]:

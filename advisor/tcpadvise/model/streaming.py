@@ -1,5 +1,5 @@
-"""The report read one socket at a time: what `tcpadvise report` prints as text and JSON, and what
-`export` and `diff` read.
+"""The report read one socket at a time: what `tcpadvise report` prints as text, JSON and HTML, and
+what `export` and `diff` read.
 
 build_report (model/report.py) holds every socket item and the trace socket
 behind it; for a fleet's traces (tens of thousands of sockets, hundreds of MB)
@@ -11,11 +11,13 @@ the report needs, then lets it go:
   the group as one socket; the group's call sites; its bursts; whether Nagle was on);
 - the rules judged on the item alone (advice.held_on_member: for each rule that held
   there, the first such item and the connections of all of them);
-- the TABLE_ROWS busiest items, which text shows (and the total of all: the groups' sums added);
+- the TABLE_ROWS busiest items, which text and the page show (and the total of all: the groups' sums added);
+- for the page, per group its `sample` busiest items as a timeline draws them (SampledSocket: a
+  few numbers each, a bounded heap per group);
 - the caller's sink, given each item and its trace socket as they come (JSON writes the item,
   render.json.JsonReportWriter; export adds the socket into its metrics group).
 
-Memory is then the groups' sums, the busiest items and the traces' compact copies,
+Memory is then the groups' sums, the busiest items (and samples) and the traces' compact copies,
 whatever the number of sockets. The findings, policy effects and figures are the
 same as build_report's, advise's and policy_effects' on the same inputs.
 """
@@ -37,10 +39,12 @@ from .sockets import SocketsSum, socket_figures
 
 @dataclass
 class StreamedReport:
-    """What the text and JSON reports print, made by stream_report.
+    """What the text and JSON reports and the HTML page show, made by stream_report.
 
     socket_count: the socket items read (JSON had each from the sink); busiest: the TABLE_ROWS with
-    the most calls, in report order; groups: per socket group, who it is, its call sites and bursts.
+    the most calls, in report order; groups: per socket group, who it is, its call sites and bursts;
+    samples: per socket group (as groups), its busiest items as SampledSocket, in report order
+    (empty unless stream_report was asked for a sample).
     """
 
     traces: list[Trace]
@@ -54,6 +58,7 @@ class StreamedReport:
     findings: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     policy_effects: list[dict] = field(default_factory=list)
+    samples: list[list["SampledSocket"]] = field(default_factory=list)
 
     def total(self) -> dict | None:
         return self.total_figures
@@ -68,8 +73,32 @@ class StreamedReport:
         return list(zip((subject for subject in self.subjects if isinstance(subject, Scope)), self.segments_per_write))
 
 
+@dataclass(frozen=True)
+class SampledSocket:
+    """What a timeline draws of one socket item: its process (pid, the shim's start in it, the
+    writing of its trace, whether that was at its exit) and the item (its local port, kind, whether
+    it is open, its connections and their open time added up, duration_ns)."""
+
+    pid: int
+    process_start_ns: int
+    process_written_ns: int
+    process_final: bool
+    local_port: int
+    kind: str
+    open: bool
+    connections: int
+    duration_ns: int
+
+    @classmethod
+    def of(cls, trace: Trace, item: dict, raw: dict) -> "SampledSocket":
+        data = trace.data
+        return cls(item["pid"], data["start_unix_ns"], data["written_unix_ns"], data["final"], item["local"]["port"],
+                   raw["kind"], raw["open"], raw["connections"], raw.get("duration_ns", 0))
+
+
 class _Group:
-    """One socket group as its items come: their sum, call sites, bursts, Nagle, the rules held on each."""
+    """One socket group as its items come: their sum, call sites, bursts, Nagle, the rules held on
+    each, and its busiest items sampled (a min-heap of (calls, -index, SampledSocket))."""
 
     def __init__(self):
         self.sum = ScopeSum()
@@ -78,6 +107,7 @@ class _Group:
         self.nagle = False
         self.held: dict[str, Held] = {}
         self.segments = SegmentsPerWrite()
+        self.sample: list[tuple[int, int, SampledSocket]] = []
 
     def add(self, item: dict, raw: dict, index: int) -> None:
         self.sum.add(item, raw, index)
@@ -95,11 +125,12 @@ def stream_report(
     min_severity: str | None = None,
     sink: Callable[[dict, dict], None] | None = None,
     with_total: bool = True,
+    sample: int = 0,
 ) -> StreamedReport:
     """The report on the sockets of `inputs` that `filters` keeps, read one at a time; each socket
     item is given to sink (if any) in report order, with the trace socket behind it; findings of
     min_severity or more; with_total: the figures of all sockets together (text's last row; JSON
-    has none) are summed too."""
+    has none) are summed too; sample: the busiest items kept per socket group (the page's timelines)."""
     judge_items = any(rule.subject == SCOPE for rule in rulebook.rules)
     symbolizer = Symbolizer()
     groups: dict[tuple, _Group] = {}
@@ -122,11 +153,10 @@ def stream_report(
                            lambda: merge_call_sites([item.get("call_sites", [])]))
         if with_total:
             error_names.update(dict.fromkeys(socket["errors"]))
-        ranked = (item["writes"]["calls"] + item["reads"]["calls"], -index, item)
-        if len(busiest) < TABLE_ROWS:
-            heapq.heappush(busiest, ranked)
-        elif ranked[:2] > busiest[0][:2]:
-            heapq.heapreplace(busiest, ranked)
+        calls = item["writes"]["calls"] + item["reads"]["calls"]
+        _keep(busiest, TABLE_ROWS, calls, index, lambda: item)
+        if sample:
+            _keep(group.sample, sample, calls, index, lambda: SampledSocket.of(trace, item, socket))
         if sink is not None:
             sink(item, socket)
     scopes = [(group, group.sum.scope()) for group in groups.values()]
@@ -146,7 +176,7 @@ def stream_report(
         traces=inputs.traces,
         manifests=inputs.manifests,
         socket_count=count,
-        busiest=[item for _, _, item in sorted(busiest, key=lambda ranked: -ranked[1])],
+        busiest=_in_order(busiest),
         total_figures={"connections": merged["connections"], **socket_figures(merged)} if merged else None,
         groups=[_group_sites(scope, group) for group, scope in scopes],
         subjects=[scope for _, scope in scopes] + runs,
@@ -154,7 +184,22 @@ def stream_report(
         findings=at_least(findings, min_severity, SEVERITIES) if min_severity else findings,
         warnings=[*inputs.warnings, *report_warnings(inputs)],
         policy_effects=[effect for group, scope in scopes if (effect := policy_effect(scope, group.nagle)) is not None],
+        samples=[_in_order(group.sample) for group, _ in scopes] if sample else [],
     )
+
+
+def _keep(heap: list[tuple], size: int, calls: int, index: int, make: Callable[[], object]) -> None:
+    """The item `make` gives kept in the min-heap of the `size` busiest (most calls, the first of
+    equals), made only if it is kept."""
+    if len(heap) < size:
+        heapq.heappush(heap, (calls, -index, make()))
+    elif (calls, -index) > heap[0][:2]:
+        heapq.heapreplace(heap, (calls, -index, make()))
+
+
+def _in_order(heap: list[tuple]) -> list:
+    """A heap's items in report order."""
+    return [kept for _, _, kept in sorted(heap, key=lambda ranked: -ranked[1])]
 
 
 def _total(scopes) -> dict:

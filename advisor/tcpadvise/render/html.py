@@ -8,8 +8,11 @@ machine without network and can be mailed as is. Every string from a trace
 HTML-escaped, and `$` escaped in the charts' text (matplotlib would read it
 as mathematics).
 
-Three pages: `report_html` (per socket group: write sizes, writes per burst,
-turn times and a timeline; then findings with evidence and call sites),
+Three pages: `report_html` (the busiest socket items and their total, the
+findings with evidence and call sites, then per socket group: write sizes,
+writes per burst, turn times and a timeline of its busiest items; made from
+the streamed report, model/streaming.py, so it holds no more sockets than the
+text report does),
 `ab_html` (each arm's turn-time distribution, the per-connection means the
 verdict compares, and each arm's confidence sequence and fixed-horizon
 interval against control) and `bench_html` (bench's charts and tables).
@@ -28,15 +31,18 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from ..model import hist
-from ..model.metrics import Scope, subjects_of
-from ..model.report import Report
+from ..model.metrics import Scope
+from ..model.streaming import SampledSocket, StreamedReport
 from ..rules import SEVERITIES
-from ..symbols.symbolize import merge_call_sites, site_text
+from ..symbols.symbolize import site_text
 from ..units import format_bytes, format_duration_us, format_value
-from .text import _OP_SYMBOLS, _figure_cells, _identity_cells, _policy_text, _scope_text
+from .text import _OP_SYMBOLS, _figure_cells, _identity_cells, _policy_text, _scope_text, _total_identity_cells
 
-# _MAX_GROUP_CHARTS: socket groups drawn (the busiest by writes); the table lists every one.
+# _MAX_GROUP_CHARTS: socket groups drawn (the busiest by writes).
 _MAX_GROUP_CHARTS = 20
+# TIMELINE_SOCKETS: the socket items a group's timeline draws at most, its busiest (most calls):
+# stream_report keeps these per group while it reads, a bounded heap each.
+TIMELINE_SOCKETS = 10
 # _CALL_SITES_SHOWN: the sites a table names, those with the most writes first (JSON has them all).
 _CALL_SITES_SHOWN = 20
 # _BINS_PER_DOUBLING: a chart's bins per power of two (the shim keeps 128, too fine to see);
@@ -83,14 +89,15 @@ def _m(text) -> str:
     return str(text).replace("$", r"\$")
 
 
-def report_html(report: Report) -> str:
-    """The page of `tcpadvise report --format html`."""
+def report_html(report: StreamedReport) -> str:
+    """The page of `tcpadvise report --format html`, of a report streamed with its total and a
+    sample of TIMELINE_SOCKETS per group."""
     processes = {(trace.data["program"], trace.data["pid"]) for trace in report.traces}
-    scopes = [subject for subject in subjects_of(report) if isinstance(subject, Scope)]
+    scopes = [subject for subject in report.subjects if isinstance(subject, Scope)]
     body = [
         "<h1>tcpadvise report</h1>",
         (f'<p class="sub">{len(report.traces)} trace(s), {len(processes)} process(es), '
-        f"{len(report.sockets)} socket item(s), {len(scopes)} socket group(s); traces written "
+        f"{report.socket_count} socket item(s), {len(scopes)} socket group(s); traces written "
         f"{_e(_when(report))}</p>"),
         *_warnings(report.warnings),
         _contents(scopes),
@@ -105,15 +112,15 @@ def report_html(report: Report) -> str:
     drawn = _busiest(scopes)
     if len(scopes) > len(drawn):
         body.append(f'<p class="note">Charts for the {len(drawn)} groups with the most writes of '
-                    f"{len(scopes)}; the table above lists every socket.</p>")
-    for number, scope in enumerate(drawn):
-        body.append(_scope_section(report, scope, number))
+                    f"{len(scopes)}.</p>")
+    for number, index in enumerate(drawn):
+        body.append(_scope_section(scopes[index], report.samples[index], report.groups[index]["call_sites"], number))
     return _page("tcpadvise report", body)
 
 
-def _busiest(scopes: list[Scope]) -> list[Scope]:
-    """The groups that get charts: those with the most writes first."""
-    return sorted(scopes, key=lambda scope: -scope.merged["writes"]["calls"])[:_MAX_GROUP_CHARTS]
+def _busiest(scopes: list[Scope]) -> list[int]:
+    """The indexes of the groups that get charts: those with the most writes first."""
+    return sorted(range(len(scopes)), key=lambda index: -scopes[index].merged["writes"]["calls"])[:_MAX_GROUP_CHARTS]
 
 
 def _where(scope: Scope) -> str:
@@ -122,8 +129,8 @@ def _where(scope: Scope) -> str:
 
 def _contents(scopes: list[Scope]) -> str:
     links = "".join(
-        f'<li><a href="#group-{number}">{_e(scope.program)} {_e(_where(scope))}</a></li>'
-        for number, scope in enumerate(_busiest(scopes))
+        f'<li><a href="#group-{number}">{_e(scopes[index].program)} {_e(_where(scopes[index]))}</a></li>'
+        for number, index in enumerate(_busiest(scopes))
     )
     return (
         '<nav class="card"><a href="#sockets">Sockets</a> · <a href="#findings">Findings</a> · '
@@ -198,7 +205,7 @@ def _unix_ns_text(unix_ns: int) -> str:
     return datetime.datetime.fromtimestamp(unix_ns / 1e9, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _when(report: Report) -> str:
+def _when(report: StreamedReport) -> str:
     written = [trace.data["written_unix_ns"] for trace in report.traces]
     if not written:
         return "-"
@@ -210,19 +217,27 @@ def _warnings(warnings: list[str]) -> list[str]:
     return [f'<div class="warning">warning: {_e(warning)}</div>' for warning in warnings]
 
 
-def _socket_table(report: Report) -> str:
-    if not report.sockets:
+def _socket_table(report: StreamedReport) -> str:
+    """The socket items text shows (past TABLE_ROWS, the busiest) and, of several, their total."""
+    if not report.socket_count:
         return "<p>No TCP sockets in these traces.</p>"
     headings = ("process", "connection", "conns", "nodelay", "writes", "writes/burst", "turn", "reads", "errors")
     numeric = {"conns", "writes", "writes/burst", "turn", "reads"}
-    rows = []
-    for item in report.sockets:
-        cells = {**_identity_cells(item), **_figure_cells(item)}
-        rows.append("<tr>" + "".join(
-            f'<td{" class=num" if heading in numeric else ""}>{"<br>".join(_e(line) for line in cells[heading])}</td>'
-            for heading in headings) + "</tr>")
+    shown = report.shown_sockets()
+    cells = [{**_identity_cells(item), **_figure_cells(item)} for item in shown]
+    total = report.total()
+    if report.socket_count > 1 and total is not None:
+        cells.append({**_total_identity_cells(report.socket_count, total["connections"]), **_figure_cells(total)})
+    rows = ["<tr>" + "".join(
+        f'<td{" class=num" if heading in numeric else ""}>{"<br>".join(_e(line) for line in row[heading])}</td>'
+        for heading in headings) + "</tr>" for row in cells]
     head = "".join(f"<th>{heading}</th>" for heading in headings)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    if len(shown) < report.socket_count:
+        table += (f'<p class="note">Showing the {len(shown):,} busiest socket items of {report.socket_count:,} '
+                  "(the total counts them all); --format json lists every one, --program, --pid, --port and "
+                  "--peer narrow the report.</p>")
+    return table
 
 
 def _findings_section(findings: list[dict]) -> str:
@@ -293,19 +308,20 @@ def _call_site_table(sites: list[dict]) -> str:
             + "".join(rows) + "</table>")
 
 
-def _scope_section(report: Report, scope: Scope, number: int) -> str:
+def _scope_section(scope: Scope, sample: list[SampledSocket], sites: list[dict], number: int) -> str:
+    """A group's figures, histograms, timeline of its sampled items and call sites."""
     where = _where(scope)
     merged = scope.merged
-    items = [report.sockets[index] for index in scope.sockets]
-    connections = sum(item["connections"] for item in items)
-    sites = merge_call_sites([item.get("call_sites", []) for item in items])
+    items = len(scope.sockets)
     parts = [
         f'<section class="card" id="group-{number}"><h3>{_e(scope.program)} {_e(where)}</h3>',
-        (f'<p class="note">pid {_e(", ".join(map(str, scope.pids)))}; {connections} connection(s) in '
-        f"{len(items)} socket item(s); {merged['writes']['calls']} writes, "
+        (f'<p class="note">{_e(_pids_text(scope.pids))}; {merged["connections"]} connection(s) in '
+        f"{items} socket item(s); {merged['writes']['calls']} writes, "
         f"{_e(format_bytes(merged['writes']['bytes']))}</p>"),
         _chart(_scope_figure(merged), f"group{number}"),
-        _chart(_timeline_figure(report, scope), f"timeline{number}"),
+        (f'<p class="note">Timeline: showing {len(sample)} of {items} socket items'
+         f'{", the busiest (most calls)" if len(sample) < items else ""}.</p>'),
+        _chart(_timeline_figure(sample, items), f"timeline{number}"),
     ]
     if sites:
         parts += ["<p><strong>Call sites</strong> (sampled writes)</p>", _call_site_table(sites)]
@@ -316,13 +332,23 @@ def _scope_section(report: Report, scope: Scope, number: int) -> str:
     return "\n".join(parts)
 
 
+def _pids_text(pids: list[int]) -> str:
+    """A group's processes: their pids, or past a dozen the first ones and a count."""
+    shown = ", ".join(map(str, pids[:12]))
+    return f"pid {shown}" if len(pids) <= 12 else f"{len(pids)} processes: pid {shown}, ..."
+
+
 def _chart(figure: Figure, salt: str) -> str:
     """The figure as an inline <svg>: text as paths (no font needed), ids unique to this chart."""
     buffer = io.StringIO()
     # svg.hashsalt seeds the ids matplotlib gives clip paths and glyphs: distinct per chart, or the
     # charts of one page would share (and break) each other's ids.
+    # A figure laid out by its layout engine (_new_figure's constrained layout) already fits its
+    # canvas; bbox_inches="tight" would draw it twice (a third of a page's time) to crop what bench's
+    # figures, laid out by hand, leave around them.
+    tight = None if figure.get_layout_engine() is not None else "tight"
     with rc_context({"svg.hashsalt": salt, "svg.fonttype": "path"}):
-        figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+        figure.savefig(buffer, format="svg", bbox_inches=tight, metadata={"Date": None})
     svg = buffer.getvalue()
     svg = svg[svg.index("<svg"):]
     return f'<div class="chart">{svg}</div>'
@@ -406,50 +432,48 @@ def _log_bins(histogram: dict | None, factor: float) -> tuple[list[float], list[
     return edges, counts
 
 
-def _timeline_figure(report: Report, scope: Scope) -> Figure:
-    """The group's processes (start to last trace) and, placed in time, its connections still open.
+def _timeline_figure(sample: list[SampledSocket], items: int) -> Figure:
+    """The processes of the group's sampled items (start to last trace), each followed by its
+    sampled items: a connection placed in time, a group of closed ones as a line.
 
     A trace keeps no open or close time for closed connections (only their lifetimes, summed in
     a group): they are said in a label, not drawn where they were not seen.
     """
-    traces = [trace for trace in report.traces if trace.data["pid"] in scope.pids]
-    start_ns = min((trace.data["start_unix_ns"] for trace in traces), default=0)
+    processes: dict[tuple, list[SampledSocket]] = {}
+    for sampled in sample:
+        processes.setdefault((sampled.pid, sampled.process_start_ns, sampled.process_written_ns), []).append(sampled)
+    start_ns = min((start for _, start, _ in processes), default=0)
     rows = []
-    for trace in traces:
-        data = trace.data
-        began, ended = (data["start_unix_ns"] - start_ns) / 1e9, (data["written_unix_ns"] - start_ns) / 1e9
-        state = "exited" if data["final"] else "running (snapshot)"
-        rows.append((f"process {data['pid']}", began, ended, "tab:gray", state))
-        for index in scope.sockets:
-            raw, item = report.raw_sockets[index], report.sockets[index]
-            if item["pid"] != data["pid"]:
-                continue
-            if raw["kind"] == "socket":
-                opened = ended - raw.get("duration_ns", 0) / 1e9
-                rows.append((f"connection {item['local']['port']}", opened, ended, "tab:blue",
-                             "open" if raw["open"] else "closed"))
+    for (pid, start, written), members in sorted(processes.items(), key=lambda pair: pair[0][1]):
+        began, ended = (start - start_ns) / 1e9, (written - start_ns) / 1e9
+        state = "exited" if members[0].process_final else "running (snapshot)"
+        rows.append((f"process {pid}", began, ended, "tab:gray", state))
+        for sampled in members:
+            if sampled.kind == "socket":
+                opened = ended - sampled.duration_ns / 1e9
+                rows.append((f"connection {sampled.local_port}", opened, ended, "tab:blue",
+                             "open" if sampled.open else "closed"))
             else:
-                lifetime = raw.get("duration_ns", 0) / 1e9 / max(raw["connections"], 1)
-                rows.append((f"{raw['connections']} closed", None, None, None,
-                             (f"{raw['connections']} closed connection(s), mean lifetime {_seconds(lifetime)} "
+                lifetime = sampled.duration_ns / 1e9 / max(sampled.connections, 1)
+                rows.append((f"{sampled.connections} closed", None, None, None,
+                             (f"{sampled.connections} closed connection(s), mean lifetime {_seconds(lifetime)} "
                              "(open and close times are not in the trace)")))
-    shown = rows[:12]
-    figure, (ax,) = _new_figure(12, 0.5 + 0.32 * len(shown))
+    figure, (ax,) = _new_figure(12, 0.5 + 0.32 * len(rows))
     ax.grid(True, axis="x", alpha=0.3)
     ax.grid(False, axis="y")
-    for position, (label, began, ended, colour, note) in enumerate(shown):
+    for position, (label, began, ended, colour, note) in enumerate(rows):
         if began is None:
             ax.text(0, position, "  " + note, va="center", fontsize=8, color="0.3")
             continue
         ax.barh(position, max(ended - began, 1e-6), left=began, height=0.6, color=colour, alpha=0.8)
         ax.text(ended, position, f"  {note}", va="center", fontsize=8, color="0.3")
-    ax.set_yticks(range(len(shown)), [label for label, *_ in shown], fontsize=8)
-    ax.set_ylim(len(shown) - 0.4, -0.6)
+    ax.set_yticks(range(len(rows)), [label for label, *_ in rows], fontsize=8)
+    ax.set_ylim(len(rows) - 0.4, -0.6)
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)
-    ax.set_xlabel("seconds since the group's first process started")
+    ax.set_xlabel("seconds since the first process shown started")
     ax.set_xlim(left=0)
-    if len(rows) > len(shown):
-        ax.set_title(f"timeline (first {len(shown)} of {len(rows)} rows)", fontsize=9, loc="left")
+    if len(sample) < items:
+        ax.set_title(f"timeline: the {len(sample)} busiest of {items} socket items", fontsize=9, loc="left")
     else:
         ax.set_title("timeline", fontsize=9, loc="left")
     return figure
