@@ -217,6 +217,9 @@ struct Unwinder {
 };
 Unwinder g_unw;
 
+// t_unwinder_mask is the mask libunwind believes it sets (UnwinderSigprocmask).
+__thread sigset_t t_unwinder_mask;
+
 // InsideLibunwind marks this thread as inside libunwind for its scope
 // (t_unwinding), with every signal blocked but those a fault raises, so
 // that a signal handler's own read is never taken for libunwind's.
@@ -227,6 +230,7 @@ class InsideLibunwind {
     sigfillset(&block);
     for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&block, sig);
     pthread_sigmask(SIG_BLOCK, &block, &old_);
+    sigorset(&t_unwinder_mask, &old_, &block);
     t_unwinding = true;
   }
   ~InsideLibunwind() {
@@ -599,6 +603,31 @@ long UnwinderWrite(const void* addr, size_t n) {
   return 1;
 }
 
+int UnwinderSigprocmask(int how, const sigset_t* set, sigset_t* old) {
+  sigset_t next = t_unwinder_mask;
+  if (set != nullptr) {
+    switch (how) {
+      case SIG_BLOCK:
+        sigorset(&next, &t_unwinder_mask, set);
+        break;
+      case SIG_UNBLOCK:
+        for (int sig = 1; sig < NSIG; ++sig) {
+          if (sigismember(set, sig) == 1) sigdelset(&next, sig);
+        }
+        break;
+      case SIG_SETMASK:
+        next = *set;
+        break;
+      default:
+        errno = EINVAL;
+        return -1;
+    }
+  }
+  if (old != nullptr) *old = t_unwinder_mask;
+  t_unwinder_mask = next;
+  return 0;
+}
+
 int UnwinderPipe() {
   errno = EMFILE;
   return -1;
@@ -690,8 +719,10 @@ void LoadUnwinder(const CallSiteSettings& settings) {
     RawWarning("%s", g_problem);
     return;
   }
-  // A cache per thread: the global one takes a lock around each step with
-  // every signal blocked, two sigprocmask calls a frame.
+  // A cache per thread where libunwind was built with them: the global one
+  // takes a lock around each step, with every signal blocked (Debian's
+  // 1.6.2 does that under either policy; UnwinderSigprocmask answers the
+  // two sigprocmask calls a frame without the kernel).
   using SetCachingPolicy = int (*)(unw_addr_space_t, unw_caching_policy_t);
   auto set_caching_policy = reinterpret_cast<SetCachingPolicy>(dlsym(handle, "_ULx86_64_set_caching_policy"));
   auto* local_space = static_cast<unw_addr_space_t*>(dlsym(handle, "_ULx86_64_local_addr_space"));

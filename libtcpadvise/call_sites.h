@@ -15,6 +15,7 @@
 #ifndef TCPADVISE_CALL_SITES_H_
 #define TCPADVISE_CALL_SITES_H_
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -58,6 +59,13 @@ extern __thread bool t_unwinding;
 ssize_t UnwinderRead();
 long UnwinderWrite(const void* addr, size_t n);
 int UnwinderPipe();
+
+// UnwinderSigprocmask answers libunwind's sigprocmask, two a frame stepped
+// (Debian's 1.6.2 locks its cache with every signal blocked, whatever the
+// caching policy): a mask of the thread's own that the kernel never sees.
+// Every signal that could interrupt is blocked for the whole unwind already
+// (InsideLibunwind); the ones a fault raises stay deliverable, as they must.
+int UnwinderSigprocmask(int how, const sigset_t* set, sigset_t* old);
 
 // ParseCallSiteSettings reads the environment's values (nullptr when unset);
 // a bad value keeps its default and sets *warning.

@@ -126,6 +126,8 @@ struct alignas(64) RealLibc {
   sighandler_t (*bsd_signal)(int, sighandler_t);
   sighandler_t (*sysv_signal)(int, sighandler_t);
   sighandler_t (*sigset)(int, sighandler_t);
+  // libunwind's mask around each step (signals.h: Sigprocmask).
+  int (*sigprocmask)(int, const sigset_t*, sigset_t*);
 };
 
 // g_real is bound by BindRealLibc, normally from the shim's constructor.
