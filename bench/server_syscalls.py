@@ -66,7 +66,7 @@ def count(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
     traces = Path(tempfile.mkdtemp(prefix="traces-", dir=directory))
     with S.running(server, directory, policy, shim if policy is not None else None, traces) as port:
         summary = directory / f"strace-{arm}.txt"
-        attach = [a for pid in _server_pids(server, port) for t in tasks(pid) for a in ("-p", t)]
+        attach = [a for pid in server_pids(server, port) for t in tasks(pid) for a in ("-p", t)]
         tracer = subprocess.Popen(["strace", "-f", "-c", "-o", str(summary), *attach],
                                   stderr=subprocess.DEVNULL)
         time.sleep(0.5)
@@ -84,7 +84,7 @@ def count(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
     return {"requests": requests, "calls": calls}
 
 
-def _server_pids(server: S.Server, port: int) -> list[int]:
+def server_pids(server: S.Server, port: int) -> list[int]:
     """The processes listening on port (nginx: its master and worker)."""
     out = subprocess.run(["ss", "-Htlnp", f"sport = :{port}"], capture_output=True, text=True).stdout
     pids = [int(p) for p in re.findall(r"pid=(\d+)", out)]

@@ -22,7 +22,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -281,9 +281,10 @@ def _prepared(server: Server, scratch: Path) -> Path:
 
 @contextlib.contextmanager
 def running(server: Server, directory: Path, policy: dict | None, shim: Path | None,
-            traces: Path | None = None) -> Iterator[int]:
+            traces: Path | None = None, launcher: Sequence[str] = ()) -> Iterator[int]:
     """The server listening on a free loopback port, under `policy` with its traces in `traces` (policy
-    None: without the shim); yields the port, and stops the server however the block is left."""
+    None: without the shim), started through `launcher` if any (a profiler's command); yields the port,
+    and stops the server however the block is left."""
     environment = isolated_environment()
     if policy is not None:
         config = compiled_every_socket_config(directory, "bench", policy, shim)
@@ -293,7 +294,7 @@ def running(server: Server, directory: Path, policy: dict | None, shim: Path | N
         environment["TCPADVISE_CONFIG"] = str(config)
     port = _free_port()
     with (directory / "start.log").open("w") as log:
-        process = subprocess.Popen(server.command(directory, port), stdout=log, stderr=subprocess.STDOUT,
+        process = subprocess.Popen([*launcher, *server.command(directory, port)], stdout=log, stderr=subprocess.STDOUT,
                                    env=environment, cwd=directory)
         try:
             _wait_listening(server, process, port, directory)
