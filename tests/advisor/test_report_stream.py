@@ -151,6 +151,11 @@ def _strict_matches_check(socket: dict) -> bool:
     lambda s: None,
     lambda s: s["writes"].__setitem__("calls", 2**64 + 1),
     lambda s: s.__setitem__("duration_ns", 1e300),
+    lambda s: s.__setitem__("duration_ns", 2.0**64),
+    lambda s: s.__setitem__("duration_ns", 1.5e19),  # within check's bound, past the strict schema's
+    lambda s: s["writes"]["size"].__setitem__("sum", 2**64),
+    lambda s: s["writes"]["size"].__setitem__("sum", 2**64 - 1),
+    lambda s: s["writes"]["size"].__setitem__("scale", 2.0**64),
     lambda s: s.__setitem__("future_field", {"deep": [2**65]}),
     lambda s: s.__setitem__("tcp_info", {"samples": 0, "rtt_us": 5.0}),
     lambda s: s["writes"]["size"].update(sub_buckets=64, buckets=[[64 * 66 - 1, 1]]),
