@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from ..units import ns_to_us
 from . import hist
 
-_FIGURE_SECTIONS = ("writes", "bursts", "turns", "reads", "errors")
+# FIGURE_SECTIONS: the sections of a trace socket that socket_figures summarises (in its order).
+FIGURE_SECTIONS = ("writes", "bursts", "turns", "reads", "errors")
 _MEDIAN_AND_P99 = (0.5, 0.99)
 
 
@@ -88,7 +89,7 @@ class SocketsSum:
     The first is only kept: a sum of one socket (a socket item judged alone) is made at once."""
 
     def __init__(self):
-        self._sums: dict = {section: {} for section in _FIGURE_SECTIONS}
+        self._sums: dict = {section: {} for section in FIGURE_SECTIONS}
         self._first: dict | None = None
         self._added = 0
         self._connections = 0
@@ -109,7 +110,7 @@ class SocketsSum:
 
     def result(self) -> dict:
         if self._added == 1:
-            merged = {section: _alone(self._first[section]) for section in _FIGURE_SECTIONS}
+            merged = {section: _alone(self._first[section]) for section in FIGURE_SECTIONS}
         else:
             merged = {section: _result(sums) for section, sums in self._sums.items()}
         merged["connections"] = self._connections

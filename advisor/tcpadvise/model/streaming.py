@@ -106,8 +106,11 @@ def stream_report(
     busiest: list[tuple[int, int, dict]] = []  # a min-heap of (calls, -index, item)
     error_names: dict[str, None] = {}  # errno names in order of first appearance (text's total row)
     count = 0
+    # Without a sink (text) an item's figures (its percentiles) are made only for the busiest it
+    # keeps: the groups, the rules and the ranking read counts, which the trace socket has.
+    whole_items = sink is not None
     for trace, socket, pids in report_entries(inputs.traces):
-        item = socket_item(trace, socket, pids, symbolizer)
+        item = socket_item(trace, socket, pids, symbolizer, figures=whole_items)
         if not filters.keeps(item):
             continue
         index, count = count, count + 1
@@ -122,11 +125,11 @@ def stream_report(
                            lambda: merge_call_sites([item.get("call_sites", [])]))
         if with_total:
             error_names.update(dict.fromkeys(socket["errors"]))
-        ranked = (item["writes"]["calls"] + item["reads"]["calls"], -index, item)
+        ranked = (item["writes"]["calls"] + item["reads"]["calls"], -index)
         if len(busiest) < TABLE_ROWS:
-            heapq.heappush(busiest, ranked)
-        elif ranked[:2] > busiest[0][:2]:
-            heapq.heapreplace(busiest, ranked)
+            heapq.heappush(busiest, (*ranked, _whole(item, socket, whole_items)))
+        elif ranked > busiest[0][:2]:
+            heapq.heapreplace(busiest, (*ranked, _whole(item, socket, whole_items)))
         if sink is not None:
             sink(item, socket)
     scopes = [(group, group.sum.scope()) for group in groups.values()]
@@ -155,6 +158,11 @@ def stream_report(
         warnings=[*inputs.warnings, *report_warnings(inputs)],
         policy_effects=[effect for group, scope in scopes if (effect := policy_effect(scope, group.nagle)) is not None],
     )
+
+
+def _whole(item: dict, socket: dict, whole: bool) -> dict:
+    """The socket item with its figures (made by socket_item(figures=False) unless whole)."""
+    return item if whole else item | socket_figures(socket)
 
 
 def _total(scopes) -> dict:
