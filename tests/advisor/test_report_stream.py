@@ -3,6 +3,7 @@ the one built from whole traces, damaged traces found as before, and memory that
 the trace (issue 17)."""
 
 import copy
+import io
 import json
 import os
 import pathlib
@@ -15,6 +16,7 @@ from tcpadvise.model.filters import Filters
 from tcpadvise.model.report import build_report
 from tcpadvise.model.streaming import stream_report
 from tcpadvise.policy.effect import policy_effects
+from tcpadvise.render.json import JsonReportWriter, dumps
 from tcpadvise.rules.advice import advise
 from tcpadvise.rules.rulebook import load_rulebook
 from tcpadvise.trace import check, reader, stream
@@ -136,6 +138,24 @@ def test_what_the_chunked_reader_does_not_take_is_read_whole(tmp_path, tiny_chun
     path = tmp_path / "odd.1.json"
     path.write_text(text)
     assert stream.scan(path, reader._names_trace, reader._usable_socket, reader._usable_header) is None
+
+
+def test_the_json_writer_writes_what_dumps_writes(tmp_path):
+    """JsonReportWriter's pieces are the bytes of dumps on the whole document, at the top and a level
+    down (--by-host's list)."""
+    write_json(tmp_path / "server.7.json", {**RECORDED, "sockets": _copies(RECORDED, 12)})
+    write_trace(tmp_path, make_trace([nagle_socket(40_000_000)], pid=8))
+    whole, _, _, _ = _whole_and_streamed([tmp_path])
+    for level, host in ((0, None), (1, "db1")):
+        out = io.BytesIO()
+        writer = JsonReportWriter(out, level)
+        writer.begin(whole["traces"], host)
+        for item in whole["sockets"]:
+            writer.item(item)
+        writer.end(whole["findings"], whole["warnings"], whole["policy_effects"])
+        expected = dumps(whole if level == 0 else [{"host": host, **whole}])
+        assert (b"[\n  " if level else b"") + out.getvalue() + (b"\n]\n" if level else b"\n") == expected
+    assert whole["sockets"] and whole["findings"]
 
 
 def _strict_matches_check(socket: dict) -> bool:
