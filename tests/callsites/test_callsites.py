@@ -291,7 +291,7 @@ def test_pyelftools_alone_gives_the_same_lines(tmp_path):
 
 
 def test_symbol_tables_are_read_as_pyelftools_reads_them(tmp_path):
-    """_read_elf takes a symbol table as one numpy array: the functions it finds are those pyelftools'
+    """_read_elf unpacks a symbol table whole: the functions it finds are those pyelftools'
     own iteration finds, in a program's .symtab, a stripped one's .dynsym and the libraries loaded here."""
     from elftools.elf.elffile import ELFFile
 

@@ -10,8 +10,10 @@ whose build-id differs from the trace's (rebuilt since) is not trusted: its fram
 import bisect
 import os
 import shutil
+import struct
 import subprocess
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from elftools.common.exceptions import ELFError
 from elftools.construct.core import ConstructError
@@ -221,24 +223,18 @@ _STT_FUNC = 2
 
 
 def _functions(elf: ELFFile, table: SymbolTableSection) -> list[tuple[int, int, str]]:
-    """(address, size, name) of the table's functions at a non-zero address. The table is read as
-    one numpy array (a shared library's ten thousand symbols in milliseconds, where pyelftools
+    """(address, size, name) of the table's functions at a non-zero address. The table is unpacked
+    whole by struct (a shared library's ten thousand symbols in milliseconds, where pyelftools
     parsing each took 0.3 s); names from the string table as pyelftools reads them."""
-    import numpy as np  # here, not at the top: `tcpadvise --help` never imports numpy
-
     order = "<" if elf.little_endian else ">"
-    if elf.elfclass == 64:
-        layout = [("name", "u4"), ("info", "u1"), ("other", "u1"), ("shndx", "u2"), ("value", "u8"), ("size", "u8")]
-    else:
-        layout = [("name", "u4"), ("value", "u4"), ("size", "u4"), ("info", "u1"), ("other", "u1"), ("shndx", "u2")]
-    entry = np.dtype([(field, order + kind) for field, kind in layout])
+    # Elf64_Sym: name, info, other, shndx, value, size; Elf32_Sym: name, value, size, info, other, shndx.
+    entry = struct.Struct(order + ("IBBHQQ" if elf.elfclass == 64 else "IIIBBH"))
+    fields = itemgetter(0, 1, 4, 5) if elf.elfclass == 64 else itemgetter(0, 3, 1, 2)
     count = table.num_symbols()
     data = table.data()
-    if table["sh_entsize"] != entry.itemsize or len(data) < count * entry.itemsize:
+    if table["sh_entsize"] != entry.size or len(data) < count * entry.size:
         return [(symbol["st_value"], symbol["st_size"], symbol.name) for symbol in table.iter_symbols()
                 if symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_value"]]
-    symbols = np.frombuffer(data, entry, count)
-    functions = symbols[((symbols["info"] & 0xF) == _STT_FUNC) & (symbols["value"] != 0)]
     strings = table.stringtable.data()
 
     def name(offset: int) -> str:
@@ -247,8 +243,9 @@ def _functions(elf: ELFFile, table: SymbolTableSection) -> list[tuple[int, int, 
             return table.stringtable.get_string(offset)  # past the table: read from the file, as pyelftools does
         return strings[offset:end].decode("utf-8", errors="replace")
 
-    return [(value, size, name(offset)) for value, size, offset in
-            zip(functions["value"].tolist(), functions["size"].tolist(), functions["name"].tolist())]
+    return [(value, size, name(offset))
+            for offset, info, value, size in map(fields, entry.iter_unpack(data[:count * entry.size]))
+            if info & 0xF == _STT_FUNC and value]
 
 
 def _symbol(elf: _Elf, pc: int) -> str | None:
