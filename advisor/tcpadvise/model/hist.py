@@ -214,26 +214,34 @@ class Sum:
         self._count_in(histogram)
 
     def _count_in(self, histogram: dict) -> None:
+        # Once per histogram of every socket of a group: kept to a few steps besides its buckets.
+        count = histogram["count"]
         self._units.add(histogram["unit"])
-        self._count += histogram["count"]
+        self._count += count
         self._sum += histogram["sum"]
-        if histogram["count"]:
-            self._min = histogram["min"] if self._min is None else min(self._min, histogram["min"])
-            self._max = histogram["max"] if self._max is None else max(self._max, histogram["max"])
+        if count:
+            low, high = histogram["min"], histogram["max"]
+            if self._min is None:
+                self._min, self._max = low, high
+            else:  # min() and max(): the one held unless the new one is beyond it
+                if low < self._min:
+                    self._min = low
+                if high > self._max:
+                    self._max = high
         if "sub_buckets" in histogram:
             self._fine.add(histogram["sub_buckets"])
         else:
             self._all_fine = False
-        if _indexed(histogram):
+        if "scale" in histogram:  # _indexed
             layout = (histogram["sub_buckets"], histogram["scale"])
-            if histogram["count"]:
+            if count:
                 self._layouts.add(layout)
             counter = self._by_layout.get(layout)
             if counter is None:
                 counter = self._by_layout[layout] = {}
             get = counter.get
-            for index, count in histogram["buckets"]:
-                counter[index] = get(index, 0) + count
+            for index, bucket_count in histogram["buckets"]:
+                counter[index] = get(index, 0) + bucket_count
         else:
             self._ranged = True
             for low, high, count in histogram["buckets"]:
