@@ -16,10 +16,11 @@ Each input is reported (text and JSON, output to /dev/null) in a fresh process
 --runs times; the figures are the median wall time, the median CPU time and
 the median peak RSS (VmHWM of the child). Cases run interleaved, one run of each in turn.
 
-Writes bench/results/report-scale.{json,md}.
+Writes bench/results/report-scale.{json,md} (--out PREFIX: PREFIX.{json,md} instead).
 
 usage: bench/report_scale.py [--build DIR] [--runs N] [--counts 1,100,1000,10000]
                              [--big-mb 100] [--snapshot-sockets 10000] [--timeout S] [--baseline DIR]
+                             [--out PREFIX]
 """
 import argparse
 import copy
@@ -145,6 +146,8 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="DIR",
                         help="also run the tcpadvise package in DIR (e.g. an earlier release's advisor/), interleaved: "
                         "rows of arm 'baseline' beside 'this'")
+    parser.add_argument("--out", type=pathlib.Path, default=REPO / "bench" / "results" / "report-scale",
+                        help="write the results to OUT.json and OUT.md (default: bench/results/report-scale)")
     args = parser.parse_args()
 
     work = args.keep or pathlib.Path(tempfile.mkdtemp(prefix="report-scale."))
@@ -192,8 +195,7 @@ def main() -> None:
                      if times else None})
     results = {"benchmark": "report-scale", "host": platform.node(), "cpus": os.cpu_count(),
                "python": platform.python_version(), "runs": args.runs, "timeout_s": args.timeout, "rows": rows}
-    out = REPO / "bench" / "results"
-    (out / "report-scale.json").write_text(json.dumps(results, indent=2) + "\n")
+    args.out.with_name(args.out.name + ".json").write_text(json.dumps(results, indent=2) + "\n")
     lines = ["# tcpadvise report at fleet scale", "",
              (f"{args.runs} runs of each case, interleaved; median wall time (min-max) and median peak RSS of the "
               "`tcpadvise report` process (VmHWM) and its median CPU time (user + system), over the runs that "
@@ -210,7 +212,7 @@ def main() -> None:
         cpu = f"{row['median_cpu_s']:.2f} s" if row["median_cpu_s"] is not None else "-"
         lines.append(f"| {row['case']} | {row['sockets']} | {row['bytes'] / 1e6:.1f} MB | {row['format']} | "
                      f"{row['arm']} | {time_text} | {cpu} | {rss} |")
-    (out / "report-scale.md").write_text("\n".join(lines) + "\n")
+    args.out.with_name(args.out.name + ".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
