@@ -230,17 +230,18 @@ def _functions(elf: ELFFile, table: SymbolTableSection) -> list[tuple[int, int, 
     # Elf64_Sym: name, info, other, shndx, value, size; Elf32_Sym: name, value, size, info, other, shndx.
     entry = struct.Struct(order + ("IBBHQQ" if elf.elfclass == 64 else "IIIBBH"))
     fields = itemgetter(0, 1, 4, 5) if elf.elfclass == 64 else itemgetter(0, 3, 1, 2)
-    count = table.num_symbols()
-    data = table.data()
-    if table["sh_entsize"] != entry.size or len(data) < count * entry.size:
+    sized = table["sh_entsize"] == entry.size  # else its entries are not Elf_Sym as packed here
+    data = table.data() if sized else b""
+    if not sized or len(data) < table.num_symbols() * entry.size:
         return [(symbol["st_value"], symbol["st_size"], symbol.name) for symbol in table.iter_symbols()
                 if symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_value"]]
+    count = table.num_symbols()
     strings = table.stringtable.data()
 
     def name(offset: int) -> str:
         end = strings.find(b"\0", offset)
         if end < 0 or offset >= len(strings):
-            return table.stringtable.get_string(offset)  # past the table: read from the file, as pyelftools does
+            return table.stringtable.get_string(offset)  # past the table: from the file, as pyelftools does
         return strings[offset:end].decode("utf-8", errors="replace")
 
     return [(value, size, name(offset))

@@ -239,10 +239,10 @@ _SHIM_SUB_BUCKETS = 128
 @functools.cache
 def _strict_socket_validator() -> jsonschema_rs.Validator:
     """The trace schema's socket definition made strict enough that what it accepts, check.problem
-    accepts too: every integer within 64 bits (a "number" within +-2**63), no property the schema does not name (where check
-    would have to look), histograms in the shim's indexed encoding (128 sub-buckets, [index,
-    count] rows, index below the bucket of 2**64), tcp_info samples at least 1. Stricter than the
-    schema, never looser: a socket it refuses is judged by the schema and check."""
+    accepts too: every integer within 64 bits (a "number" within +-2**63), no property the schema
+    does not name (where check would have to look), histograms in the shim's indexed encoding (128
+    sub-buckets, [index, count] rows, index below the bucket of 2**64), tcp_info samples at least 1.
+    Stricter than the schema, never looser: a socket it refuses is judged by the schema and check."""
     trace = copy.deepcopy(schemas.schema(schemas.uri(TRACE_SCHEMA)))
 
     def strict(node):
