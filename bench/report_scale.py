@@ -16,13 +16,13 @@ Each input is reported (--formats: text and JSON unless told, output to /dev/nul
 --runs times; the figures are the median wall time, the median CPU time and
 the median peak RSS (VmHWM of the child). Cases run interleaved, one run of each in turn.
 
-Writes bench/results/report-scale.{json,md}, or NAME.{json,md} with --results NAME (the HTML
+Writes bench/results/report-scale.{json,md} (--out PREFIX: PREFIX.{json,md} instead; the HTML
 page of the 100 MB trace against the code before: --counts '' --snapshot-sockets 0 --formats html
---baseline DIR --results report-scale-html).
+--baseline DIR --out bench/results/report-scale-html).
 
 usage: bench/report_scale.py [--build DIR] [--runs N] [--counts 1,100,1000,10000]
                              [--big-mb 100] [--snapshot-sockets 10000] [--timeout S] [--formats text,json,html]
-                             [--baseline DIR] [--results NAME]
+                             [--baseline DIR] [--out PREFIX]
 """
 import argparse
 import copy
@@ -148,8 +148,8 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="DIR",
                         help="also run the tcpadvise package in DIR (e.g. an earlier release's advisor/), interleaved: "
                         "rows of arm 'baseline' beside 'this'")
-    parser.add_argument("--results", default="report-scale", metavar="NAME",
-                        help="write bench/results/NAME.json and NAME.md")
+    parser.add_argument("--out", type=pathlib.Path, default=REPO / "bench" / "results" / "report-scale",
+                        help="write the results to OUT.json and OUT.md (default: bench/results/report-scale)")
     args = parser.parse_args()
 
     work = args.keep or pathlib.Path(tempfile.mkdtemp(prefix="report-scale."))
@@ -197,8 +197,7 @@ def main() -> None:
                      if times else None})
     results = {"benchmark": "report-scale", "host": platform.node(), "cpus": os.cpu_count(),
                "python": platform.python_version(), "runs": args.runs, "timeout_s": args.timeout, "rows": rows}
-    out = REPO / "bench" / "results"
-    (out / f"{args.results}.json").write_text(json.dumps(results, indent=2) + "\n")
+    args.out.with_name(args.out.name + ".json").write_text(json.dumps(results, indent=2) + "\n")
     lines = ["# tcpadvise report at fleet scale", "",
              (f"{args.runs} runs of each case, interleaved; median wall time (min-max) and median peak RSS of the "
               "`tcpadvise report` process (VmHWM) and its median CPU time (user + system), over the runs that "
@@ -215,7 +214,7 @@ def main() -> None:
         cpu = f"{row['median_cpu_s']:.2f} s" if row["median_cpu_s"] is not None else "-"
         lines.append(f"| {row['case']} | {row['sockets']} | {row['bytes'] / 1e6:.1f} MB | {row['format']} | "
                      f"{row['arm']} | {time_text} | {cpu} | {rss} |")
-    (out / f"{args.results}.md").write_text("\n".join(lines) + "\n")
+    args.out.with_name(args.out.name + ".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -4,6 +4,7 @@ the trace (issue 17)."""
 
 import copy
 import html
+import io
 import json
 import os
 import pathlib
@@ -21,6 +22,7 @@ from tcpadvise.model.report import TABLE_ROWS, build_report
 from tcpadvise.model.streaming import stream_report
 from tcpadvise.policy.effect import policy_effects
 from tcpadvise.render.html import _MAX_GROUP_CHARTS, TIMELINE_SOCKETS
+from tcpadvise.render.json import JsonReportWriter, dumps
 from tcpadvise.rules.advice import advise
 from tcpadvise.rules.rulebook import load_rulebook
 from tcpadvise.trace import check, reader, stream
@@ -145,6 +147,24 @@ def test_what_the_chunked_reader_does_not_take_is_read_whole(tmp_path, tiny_chun
     assert stream.scan(path, reader._names_trace, reader._usable_socket, reader._usable_header) is None
 
 
+def test_the_json_writer_writes_what_dumps_writes(tmp_path):
+    """JsonReportWriter's pieces are the bytes of dumps on the whole document, at the top and a level
+    down (--by-host's list)."""
+    write_json(tmp_path / "server.7.json", {**RECORDED, "sockets": _copies(RECORDED, 12)})
+    write_trace(tmp_path, make_trace([nagle_socket(40_000_000)], pid=8))
+    whole, _, _, _ = _whole_and_streamed([tmp_path])
+    for level, host in ((0, None), (1, "db1")):
+        out = io.BytesIO()
+        writer = JsonReportWriter(out, level)
+        writer.begin(whole["traces"], host)
+        for item in whole["sockets"]:
+            writer.item(item)
+        writer.end(whole["findings"], whole["warnings"], whole["policy_effects"])
+        expected = dumps(whole if level == 0 else [{"host": host, **whole}])
+        assert (b"[\n  " if level else b"") + out.getvalue() + (b"\n]\n" if level else b"\n") == expected
+    assert whole["sockets"] and whole["findings"]
+
+
 def _strict_matches_check(socket: dict) -> bool:
     """_usable_socket (the strict schema first) says what the schema and check say."""
     try:
@@ -158,6 +178,11 @@ def _strict_matches_check(socket: dict) -> bool:
     lambda s: None,
     lambda s: s["writes"].__setitem__("calls", 2**64 + 1),
     lambda s: s.__setitem__("duration_ns", 1e300),
+    lambda s: s.__setitem__("duration_ns", 2.0**64),
+    lambda s: s.__setitem__("duration_ns", 1.5e19),  # within check's bound, past the strict schema's
+    lambda s: s["writes"]["size"].__setitem__("sum", 2**64),
+    lambda s: s["writes"]["size"].__setitem__("sum", 2**64 - 1),
+    lambda s: s["writes"]["size"].__setitem__("scale", 2.0**64),
     lambda s: s.__setitem__("future_field", {"deep": [2**65]}),
     lambda s: s.__setitem__("tcp_info", {"samples": 0, "rtt_us": 5.0}),
     lambda s: s["writes"]["size"].update(sub_buckets=64, buckets=[[64 * 66 - 1, 1]]),

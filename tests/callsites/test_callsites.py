@@ -312,13 +312,54 @@ def test_pyelftools_alone_gives_the_same_lines(tmp_path):
         assert (pathlib.Path(b["file"]).name, b["line"]) == (pathlib.Path(a["file"]).name, a["line"]), offset
 
 
+def test_symbol_tables_are_read_as_pyelftools_reads_them(tmp_path):
+    """_read_elf unpacks a symbol table whole: the functions it finds are those pyelftools'
+    own iteration finds, in a program's .symtab, a stripped one's .dynsym and the libraries loaded here."""
+    from elftools.elf.elffile import ELFFile
+
+    from tcpadvise.symbols.symbolize import _read_elf
+
+    client = build("gcc", tmp_path / "client", "-g", "-O1", str(HERE / "client.c"))
+    stripped = build("gcc", tmp_path / "stripped", "-O1", "-s", str(HERE / "client.c"))
+    loaded = {line.split()[-1] for line in pathlib.Path("/proc/self/maps").read_text().splitlines()
+              if ".so" in line.split()[-1] and line.split()[-1].startswith("/")}
+    compared = 0
+    for path in [client, stripped, *sorted(loaded)]:
+        with open(path, "rb") as stream:
+            elf = ELFFile(stream)
+            table = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
+            expected = sorted((symbol["st_value"], symbol["st_size"], symbol.name)
+                              for symbol in table.iter_symbols()
+                              if symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_value"])
+        assert _read_elf(path, None).symbols == expected, path
+        compared += bool(expected)
+    assert compared >= 3
+
+
 def test_missing_foreign_or_rebuilt_files_stay_module_offset(tmp_path):
     client = build("gcc", tmp_path / "client", "-g", "-O1", str(HERE / "client.c"))
     not_elf = tmp_path / "not-elf"
     not_elf.write_bytes(b"\x7fELF" + b"\xff" * 100)
     symbolizer = Symbolizer()
     for module in ({"path": str(tmp_path / "gone")}, {"path": str(not_elf)},
-                   {"path": client, "build_id": "00" * 20}, None):
+                   {"path": client, "build_id": "00" * 20}, {"path": _zero_sized_symbols(client)}, None):
         frame = symbolizer.resolve(module, 0x1189)
         assert frame["file"] is None and frame["offset"] == 0x1189
         assert frame["function"] is None or module is None
+
+
+def _zero_sized_symbols(path: str) -> str:
+    """A copy of an ELF file whose .symtab says its entries are 0 bytes (a hostile file's)."""
+    import struct
+
+    from elftools.elf.elffile import ELFFile
+
+    data = bytearray(pathlib.Path(path).read_bytes())
+    with open(path, "rb") as stream:
+        elf = ELFFile(stream)
+        index = next(number for number, section in enumerate(elf.iter_sections()) if section.name == ".symtab")
+        header = elf["e_shoff"] + index * elf["e_shentsize"]
+    struct.pack_into("<Q", data, header + 56, 0)  # Elf64_Shdr.sh_entsize
+    broken = pathlib.Path(path + "-zero-entsize")
+    broken.write_bytes(bytes(data))
+    return str(broken)

@@ -1200,5 +1200,14 @@ def _warn(message: str) -> None:
     click.echo(f"tcpadvise: warning: {message}", err=True)
 
 
+# _YOUNG_COLLECTION: new container objects between two collections of the youngest generation
+# (Python's default is 700). Reading a trace makes millions that die young (each socket decoded, its
+# summary, then dropped); collected every 700, the live ones of the moment were promoted again and
+# again, and the full collections that these promotions set off took 0.5 s of the 100 MB trace's
+# report. Every 10,000: under 0.1 s, the same peak memory.
+_YOUNG_COLLECTION = 10_000
+
+
 def main() -> None:
+    gc.set_threshold(_YOUNG_COLLECTION, *gc.get_threshold()[1:])
     cli(prog_name="tcpadvise")

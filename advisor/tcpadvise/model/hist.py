@@ -88,6 +88,7 @@ def percentiles(histogram: dict, fractions: tuple[float, ...]) -> list[float | N
             wanted.append((rank, position))
     wanted.sort()
     fine = "sub_buckets" in histogram
+    lowest, highest = histogram["min"], histogram["max"]
     cumulative = 0
     # Buckets in ascending order as they stand: only those found are turned into their edges (a
     # 100 MB trace has tens of millions of buckets, ranges() would convert each).
@@ -98,12 +99,15 @@ def percentiles(histogram: dict, fractions: tuple[float, ...]) -> list[float | N
             low, high = _edges(histogram, bucket)
             # The shim counts whole units (bytes, calls, clock ticks), so a coarse bucket at most one
             # unit wide holds one value: interpolating would invent fractions.
-            if fine and low <= histogram["max"] < high and not low <= histogram["min"] < high:
-                results[position] = histogram["max"]
+            if fine and low <= highest < high and not low <= lowest < high:
+                results[position] = highest
                 continue
             exact = fine or high - low <= 1
             value = low if exact else low + (high - low) * (rank - cumulative) / bucket_count
-            results[position] = _clamp(value, histogram["min"], histogram["max"])
+            # Clamped to [min, max] as max(lowest, min(value, highest)) does (written out: this
+            # runs for every percentile of every socket item).
+            value = highest if highest < value else value
+            results[position] = value if value > lowest else lowest
         if not wanted:
             break
         cumulative += bucket_count
@@ -166,11 +170,18 @@ def merge(histograms: Iterable[dict]) -> dict:
 
 
 def _edges(histogram: dict, bucket: list) -> tuple[float, float]:
-    """A bucket's (lo, hi) in the histogram's unit, as ranges() gives them."""
-    if not _indexed(histogram):
+    """A bucket's (lo, hi) in the histogram's unit, as ranges() gives them (bucket_low and
+    bucket_high written out: this runs for every percentile of every socket item)."""
+    if "scale" not in histogram:  # not _indexed
         return bucket[0], bucket[1]
-    sub_buckets, scale = histogram["sub_buckets"], histogram["scale"]
-    return _scaled(bucket_low(bucket[0], sub_buckets), scale), _scaled(bucket_high(bucket[0], sub_buckets), scale)
+    sub_buckets, scale, index = histogram["sub_buckets"], histogram["scale"], bucket[0]
+    if index < 2 * sub_buckets:
+        low, width = index, 1
+    else:
+        shift = index // sub_buckets - 1
+        low, width = (index - shift * sub_buckets) << shift, 1 << shift
+    # Whole units stay integers (_scaled).
+    return (low, low + width) if scale == 1 else (low * scale, (low + width) * scale)
 
 
 def _scaled(value: int, scale: float) -> float:
@@ -180,10 +191,6 @@ def _scaled(value: int, scale: float) -> float:
 
 def _indexed(histogram: dict) -> bool:
     return "scale" in histogram
-
-
-def _clamp(value: float, lowest: float, highest: float) -> float:
-    return max(lowest, min(value, highest))
 
 
 class Sum:
@@ -214,26 +221,34 @@ class Sum:
         self._count_in(histogram)
 
     def _count_in(self, histogram: dict) -> None:
+        # Once per histogram of every socket of a group: kept to a few steps besides its buckets.
+        count = histogram["count"]
         self._units.add(histogram["unit"])
-        self._count += histogram["count"]
+        self._count += count
         self._sum += histogram["sum"]
-        if histogram["count"]:
-            self._min = histogram["min"] if self._min is None else min(self._min, histogram["min"])
-            self._max = histogram["max"] if self._max is None else max(self._max, histogram["max"])
+        if count:
+            low, high = histogram["min"], histogram["max"]
+            if self._min is None:
+                self._min, self._max = low, high
+            else:  # min() and max(): the one held unless the new one is beyond it
+                if low < self._min:
+                    self._min = low
+                if high > self._max:
+                    self._max = high
         if "sub_buckets" in histogram:
             self._fine.add(histogram["sub_buckets"])
         else:
             self._all_fine = False
-        if _indexed(histogram):
+        if "scale" in histogram:  # _indexed
             layout = (histogram["sub_buckets"], histogram["scale"])
-            if histogram["count"]:
+            if count:
                 self._layouts.add(layout)
             counter = self._by_layout.get(layout)
             if counter is None:
                 counter = self._by_layout[layout] = {}
             get = counter.get
-            for index, count in histogram["buckets"]:
-                counter[index] = get(index, 0) + count
+            for index, bucket_count in histogram["buckets"]:
+                counter[index] = get(index, 0) + bucket_count
         else:
             self._ranged = True
             for low, high, count in histogram["buckets"]:

@@ -29,7 +29,7 @@ from ..symbols.elfinfo import BinaryInfo, blind_spot
 from ..symbols.symbolize import Symbolizer, merge_call_sites, socket_call_sites
 from ..trace.reader import Inputs, Manifest, Trace
 from ..trace.stream import Identity, TraceSockets, deferred_errors, opened
-from .sockets import is_stream, merge_sockets, nodelay_set_by, socket_figures
+from .sockets import FIGURE_SECTIONS, is_stream, merge_sockets, nodelay_set_by, socket_figures
 
 REPORT_SCHEMA = schemas.uri("tcpadvise.report/1")
 # TABLE_ROWS: the socket items the text table shows at most (the busiest; JSON has them all).
@@ -247,10 +247,14 @@ def _activity(socket: dict) -> int:
 
 
 def socket_item(
-    trace: Trace, socket: dict, pids: list[int] | None = None, symbolizer: Symbolizer | None = None
+    trace: Trace, socket: dict, pids: list[int] | None = None, symbolizer: Symbolizer | None = None,
+    figures: bool = True,
 ) -> dict:
     """The report's summary of one socket (or group) of a trace; `pids`: every process that held it;
-    its call sites resolved with `symbolizer` (none without one)."""
+    its call sites resolved with `symbolizer` (none without one). figures=False: its writes, bursts,
+    turns, reads and errors are the trace socket's own (counts as in the trace, histograms where the
+    figures have percentiles), for a caller that reads only counts; `item | socket_figures(socket)`
+    is then the whole item."""
     return {
         "program": trace.data["program"],
         "host": trace.data.get("host"),
@@ -271,7 +275,7 @@ def socket_item(
         "service_port": socket.get("service_port"),
         "options_set": socket["options_set"],
         "options": socket["options"],
-        **socket_figures(socket),
+        **(socket_figures(socket) if figures else {section: socket[section] for section in FIGURE_SECTIONS}),
         "tcp_info": socket.get("tcp_info", {}),
         "call_sites": socket_call_sites(trace.data, socket, symbolizer) if symbolizer else [],
     }

@@ -5,12 +5,14 @@ functions summarise it (percentiles instead of histograms) and add several
 together (counts summed, histograms merged).
 """
 
+import math
 from collections.abc import Iterable
 
 from ..units import ns_to_us
 from . import hist
 
-_FIGURE_SECTIONS = ("writes", "bursts", "turns", "reads", "errors")
+# FIGURE_SECTIONS: the sections of a trace socket that socket_figures summarises (in its order).
+FIGURE_SECTIONS = ("writes", "bursts", "turns", "reads", "errors")
 _MEDIAN_AND_P99 = (0.5, 0.99)
 
 
@@ -88,7 +90,7 @@ class SocketsSum:
     The first is only kept: a sum of one socket (a socket item judged alone) is made at once."""
 
     def __init__(self):
-        self._sums: dict = {section: {} for section in _FIGURE_SECTIONS}
+        self._sums: dict = {section: {} for section in FIGURE_SECTIONS}
         self._first: dict | None = None
         self._added = 0
         self._connections = 0
@@ -109,7 +111,7 @@ class SocketsSum:
 
     def result(self) -> dict:
         if self._added == 1:
-            merged = {section: _alone(self._first[section]) for section in _FIGURE_SECTIONS}
+            merged = {section: _alone(self._first[section]) for section in FIGURE_SECTIONS}
         else:
             merged = {section: _result(sums) for section, sums in self._sums.items()}
         merged["connections"] = self._connections
@@ -146,12 +148,35 @@ def _result(sums: dict) -> dict:
 
 def _alone(value):
     """What the sums make of one value; an indexed histogram is itself (hist.merge of one gives the
-    same figures, copied)."""
+    same figures, copied), and so is a table already as the sums make it (numbers, such histograms:
+    a socket's sections as the shim writes them; the report reads them, never changes them), which
+    is not copied (a scope of one socket item is made for every socket of a report)."""
+    if type(value) is dict and "buckets" not in value and _as_summed(value):
+        return value
     if isinstance(value, dict) and "buckets" in value:
         return value if "scale" in value and (value["count"] or not value["min"]) else hist.merge([value])
     if isinstance(value, dict):
         return {key: _alone(item) for key, item in value.items()}
     return 0 + value
+
+
+def _as_summed(table: dict) -> bool:
+    """Whether _alone would make of a table an equal one: ints and floats (not bools, not -0.0),
+    tables of them and indexed histograms that are not empty with a placeholder min."""
+    for value in table.values():
+        kind = type(value)
+        if kind is dict:
+            if "buckets" in value:
+                if not ("scale" in value and (value["count"] or not value["min"])):
+                    return False
+            elif not _as_summed(value):
+                return False
+        elif kind is float:
+            if value == 0 and math.copysign(1.0, value) < 0:
+                return False  # 0 + -0.0 is 0.0
+        elif kind is not int:
+            return False
+    return True
 
 
 def _percentile(histogram: dict, fraction: float) -> float | None:

@@ -137,8 +137,11 @@ def stream_report(
     busiest: list[tuple[int, int, dict]] = []  # a min-heap of (calls, -index, item)
     error_names: dict[str, None] = {}  # errno names in order of first appearance (text's total row)
     count = 0
+    # Without a sink (text) an item's figures (its percentiles) are made only for the busiest it
+    # keeps: the groups, the rules and the ranking read counts, which the trace socket has.
+    whole_items = sink is not None
     for trace, socket, pids in report_entries(inputs.traces):
-        item = socket_item(trace, socket, pids, symbolizer)
+        item = socket_item(trace, socket, pids, symbolizer, figures=whole_items)
         if not filters.keeps(item):
             continue
         index, count = count, count + 1
@@ -154,7 +157,7 @@ def stream_report(
         if with_total:
             error_names.update(dict.fromkeys(socket["errors"]))
         calls = item["writes"]["calls"] + item["reads"]["calls"]
-        _keep(busiest, TABLE_ROWS, calls, index, lambda: item)
+        _keep(busiest, TABLE_ROWS, calls, index, lambda: _whole(item, socket, whole_items))
         if sample:
             _keep(group.sample, sample, calls, index, lambda: SampledSocket.of(trace, item, socket))
         if sink is not None:
@@ -200,6 +203,11 @@ def _keep(heap: list[tuple], size: int, calls: int, index: int, make: Callable[[
 def _in_order(heap: list[tuple]) -> list:
     """A heap's items in report order."""
     return [kept for _, _, kept in sorted(heap, key=lambda ranked: -ranked[1])]
+
+
+def _whole(item: dict, socket: dict, whole: bool) -> dict:
+    """The socket item with its figures (made by socket_item(figures=False) unless whole)."""
+    return item if whole else item | socket_figures(socket)
 
 
 def _total(scopes) -> dict:
