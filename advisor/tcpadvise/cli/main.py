@@ -1,5 +1,6 @@
 """The tcpadvise command line: thin click commands over record, traces and report."""
 
+import gc
 import io
 import stat
 import sys
