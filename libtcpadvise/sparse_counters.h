@@ -13,13 +13,9 @@
 //      private heap, 8 slots, then 16, 32, 64 and 128 (a level is added when
 //      a key finds no free slot within kProbes of its home in the levels
 //      before): 64 B holds 4 to 8 more keys, all five levels (1.7 KB) about
-//      240, at 6 bytes a key plus free slots. Each level keeps a filter of
-//      the keys it holds, about 4 bits a slot (64 for the first two levels,
-//      512 for the last), so that a lookup skips the levels that cannot
-//      hold its key instead of probing them: with one 64-bit word a level,
-//      the two last levels of a histogram of a few hundred keys (a busy
-//      socket's turn times) had every bit set, and every add of a key there
-//      probed them all;
+//      240, at 6 bytes a key plus free slots. Each level keeps a 64-bit
+//      filter of the keys it holds, so that a lookup skips the levels that
+//      cannot hold its key instead of probing them;
 //   3. chunks: 128 dense 64-bit counters (1 KB) per 128 keys, hung on the
 //      last level, allocated only for a key that finds no room in the
 //      tables, or whose 32-bit table count would overflow (it is promoted:
@@ -138,29 +134,24 @@ class SparseCounters {
   struct Chunks {
     std::atomic<Counter*> chunk[kChunks];
   };
-  // Table is one level's header; its filter (FilterWordsOf(level) 64-bit
-  // words, FilterIndex(key, level) set for each key the level holds), its
-  // 32-bit counts, then its 16-bit tags (key + 1; 0 marks a free slot)
-  // follow it in the same block.
+  // Table is one level's header; its 32-bit counts, then its 16-bit tags
+  // (key + 1; 0 marks a free slot) follow it in the same block.
   struct Table {
     union {
       std::atomic<Table*> next;     // levels before the last
       std::atomic<Chunks*> chunks;  // the last level: the chunk tier
     };
+    // filter has bit FilterBit(key) set for each key the level holds.
+    std::atomic<uint64_t> filter;
   };
 
   static constexpr int SlotsOf(int level) { return kFirstTableSlots << level; }
-  static constexpr int FilterWordsOf(int level) { return SlotsOf(level) > 16 ? SlotsOf(level) / 16 : 1; }
   static constexpr size_t TableBytes(int level) {
-    return sizeof(Table) + static_cast<size_t>(FilterWordsOf(level)) * sizeof(uint64_t) +
-           static_cast<size_t>(SlotsOf(level)) * (sizeof(uint32_t) + sizeof(uint16_t));
+    return sizeof(Table) + static_cast<size_t>(SlotsOf(level)) * (sizeof(uint32_t) + sizeof(uint16_t));
   }
-  static std::atomic<uint64_t>* FilterOf(Table* t) { return reinterpret_cast<std::atomic<uint64_t>*>(t + 1); }
-  static std::atomic<uint32_t>* CountsOf(Table* t, int level) {
-    return reinterpret_cast<std::atomic<uint32_t>*>(FilterOf(t) + FilterWordsOf(level));
-  }
+  static std::atomic<uint32_t>* CountsOf(Table* t) { return reinterpret_cast<std::atomic<uint32_t>*>(t + 1); }
   static std::atomic<uint16_t>* TagsOf(Table* t, int level) {
-    return reinterpret_cast<std::atomic<uint16_t>*>(CountsOf(t, level) + SlotsOf(level));
+    return reinterpret_cast<std::atomic<uint16_t>*>(CountsOf(t) + SlotsOf(level));
   }
   // Home is key's first slot in level: Fibonacci hashing spreads the runs
   // of neighbouring keys a histogram uses over the level.
@@ -168,14 +159,10 @@ class SparseCounters {
     return (static_cast<uint32_t>(key + 1) * 0x9e3779b1u) >> (32 - kFirstTableBits - level);
   }
   static int ProbesOf(int level) { return SlotsOf(level) < kProbes ? SlotsOf(level) : kProbes; }
-  // FilterIndex is key's bit in level's filter, hashed from other bits than
-  // Home's, so that neighbours in a level seldom share a bit.
-  static uint32_t FilterIndex(int key, int level) {
-    return (static_cast<uint32_t>(key + 1) * 0x9e3779b1u >> 12) & static_cast<uint32_t>(FilterWordsOf(level) * 64 - 1);
-  }
-  static bool MayHold(Table* t, int key, int level) {
-    const uint32_t bit = FilterIndex(key, level);
-    return (FilterOf(t)[bit >> 6].load(std::memory_order_relaxed) >> (bit & 63)) & 1;
+  // FilterBit hashes key apart from Home, so that neighbours in a level
+  // seldom share a bit.
+  static uint64_t FilterBit(int key) {
+    return uint64_t{1} << ((static_cast<uint32_t>(key + 1) * 0x9e3779b1u >> 20) & 63);
   }
   static Table* NextOf(const Table* t, int level) {
     return level + 1 < kTableLevels ? t->next.load(std::memory_order_acquire) : nullptr;
@@ -237,30 +224,30 @@ inline T* PublishOnce(std::atomic<T*>* slot, size_t bytes, bool may_allocate) {
 template <int kInline, int kKeys>
 void SparseCounters<kInline, kKeys>::AddBeyondInline(int key, uint64_t n) {
   const uint16_t tag = static_cast<uint16_t>(key + 1);
+  const uint64_t bit = FilterBit(key);
   Table* table = tables_.load(std::memory_order_acquire);
-  // A histogram with chunks has keys that found no room in any level (a
-  // busy socket's turn times: several hundred): each of them is looked up
-  // in its chunk first, not after every level was probed for it. A key
-  // counted in its chunk stays there (AddAt).
-  if (Counter* c = ChunkCounter(ChunksOf(LastTable()), key); c != nullptr && c->Get() != 0) {
-    c->Add(n);
-    return;
-  }
   for (int level = 0; table != nullptr; ++level) {
-    if (MayHold(table, key, level)) {
+    if (table->filter.load(std::memory_order_relaxed) & bit) {
       std::atomic<uint16_t>* tags = TagsOf(table, level);
       const uint32_t mask = static_cast<uint32_t>(SlotsOf(level) - 1);
       uint32_t slot = Home(key, level);
       for (int i = 0; i < ProbesOf(level); ++i, slot = (slot + 1) & mask) {
         const uint16_t t = tags[slot].load(std::memory_order_relaxed);
         if (t == tag) {
-          if (!AddToTableCount(&CountsOf(table, level)[slot], n)) AddSlow(key, n);  // promoted to its chunk
+          if (!AddToTableCount(&CountsOf(table)[slot], n)) AddSlow(key, n);  // promoted to its chunk
           return;
         }
         if (t == 0) break;
       }
     }
-    if (level + 1 == kTableLevels) break;
+    if (level + 1 == kTableLevels) {
+      // Every level allocated and none holds key: its chunk, if it has one.
+      if (Counter* c = ChunkCounter(ChunksOf(table), key); c != nullptr && c->Get() != 0) {
+        c->Add(n);
+        return;
+      }
+      break;
+    }
     table = table->next.load(std::memory_order_acquire);
   }
   AddSlow(key, n);
@@ -281,11 +268,10 @@ bool SparseCounters<kInline, kKeys>::AddToTables(int key, uint64_t n, bool may_a
       // Claim a free slot; a racing writer may have claimed it first, for
       // this key or another.
       if (t == 0 && tags[slot].compare_exchange_strong(t, tag, std::memory_order_acq_rel)) {
-        const uint32_t bit = FilterIndex(key, level);
-        FilterOf(table)[bit >> 6].fetch_or(uint64_t{1} << (bit & 63), std::memory_order_relaxed);
+        table->filter.fetch_or(FilterBit(key), std::memory_order_relaxed);
         t = tag;
       }
-      if (t == tag) return AddToTableCount(&CountsOf(table, level)[slot], n);
+      if (t == tag) return AddToTableCount(&CountsOf(table)[slot], n);
     }
     link = &table->next;
   }
@@ -353,7 +339,7 @@ uint64_t SparseCounters<kInline, kKeys>::Get(int key) const {
     const uint32_t mask = static_cast<uint32_t>(SlotsOf(level) - 1);
     uint32_t slot = Home(key, level);
     for (int i = 0; i < ProbesOf(level); ++i, slot = (slot + 1) & mask) {
-      if (tags[slot].load(std::memory_order_acquire) == tag) n += CountsOf(table, level)[slot].load(std::memory_order_relaxed);
+      if (tags[slot].load(std::memory_order_acquire) == tag) n += CountsOf(table)[slot].load(std::memory_order_relaxed);
     }
   }
   const Counter* c = ChunkCounter(ChunksOf(LastTable()), key);
@@ -367,7 +353,7 @@ uint64_t SparseCounters<kInline, kKeys>::Total() const {
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
   for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
-    for (int i = 0; i < SlotsOf(level); ++i) n += CountsOf(table, level)[i].load(std::memory_order_relaxed);
+    for (int i = 0; i < SlotsOf(level); ++i) n += CountsOf(table)[i].load(std::memory_order_relaxed);
   }
   const Chunks* chunks = ChunksOf(LastTable());
   for (int c = 0; chunks != nullptr && c < kChunks; ++c) {
@@ -390,9 +376,9 @@ void SparseCounters<kInline, kKeys>::Reset() {
   Table* first = tables_.load(std::memory_order_acquire);
   int level = 0;
   for (Table* table = first; table != nullptr; table = NextOf(table, level), ++level) {
-    for (int w = 0; w < FilterWordsOf(level); ++w) FilterOf(table)[w].store(0, std::memory_order_relaxed);
+    table->filter.store(0, std::memory_order_relaxed);
     for (int i = 0; i < SlotsOf(level); ++i) {
-      CountsOf(table, level)[i].store(0, std::memory_order_relaxed);
+      CountsOf(table)[i].store(0, std::memory_order_relaxed);
       TagsOf(table, level)[i].store(0, std::memory_order_release);
     }
   }
@@ -458,7 +444,7 @@ void SparseCounters<kInline, kKeys>::ForEach(Fn fn) const {
     std::atomic<uint16_t>* tags = TagsOf(table, level);
     for (int i = 0; i < SlotsOf(level); ++i) {
       const uint16_t tag = tags[i].load(std::memory_order_acquire);
-      const uint64_t c = CountsOf(table, level)[i].load(std::memory_order_relaxed);
+      const uint64_t c = CountsOf(table)[i].load(std::memory_order_relaxed);
       if (tag != 0 && c != 0) pairs[n++] = {tag - 1, c};
     }
   }
