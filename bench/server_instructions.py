@@ -20,8 +20,6 @@ shim's time histograms hold callgrind's stretched times, with more distinct buck
 has: its share is, if anything, overstated.
 """
 
-import argparse
-import json
 import re
 import subprocess
 import sys
@@ -29,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from server_syscalls import ARMS, fixed_client, server_pids
+from server_syscalls import fixed_client, run, server_pids
 
 from tcpadvise.bench import servers as S
 from tcpadvise.bench.suites import POLICIES
@@ -61,32 +59,6 @@ def count(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
     return {"requests": requests, "instructions": instructions, "processes": len(pids)}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shim", type=Path, required=True)
-    parser.add_argument("--server", action="append", choices=[s.name for s in S.SERVERS])
-    parser.add_argument("--arm", action="append", choices=ARMS)
-    parser.add_argument("-o", "--output", type=Path)
-    args = parser.parse_args()
-    names = args.server or ["redis", "nginx"]
-    arms = args.arm or list(ARMS)
-    results = {}
-    with tempfile.TemporaryDirectory(prefix="server-instructions-") as scratch:
-        for server in (s for s in S.SERVERS if s.name in names):
-            if server.missing():
-                print(f"{server.name}: {server.missing()}", file=sys.stderr)
-                continue
-            for arm in arms:
-                results[f"{server.name}:{arm}"] = count(server, arm, args.shim.resolve(), Path(scratch))
-                print(f"{server.name}:{arm} done", file=sys.stderr)
-    text = render(results, arms)
-    print(text)
-    if args.output:
-        args.output.write_text(text)
-        args.output.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
-    return 0
-
-
 def render(results: dict, arms: list[str]) -> str:
     lines = ["| instructions per request (user space) | " + " | ".join(arms) + " |", "|---|" + "---:|" * len(arms)]
     for server in dict.fromkeys(key.split(":")[0] for key in results):
@@ -104,4 +76,4 @@ def render(results: dict, arms: list[str]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(__doc__, count, render, default_servers=["redis", "nginx"]))

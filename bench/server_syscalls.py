@@ -93,26 +93,27 @@ def server_pids(server: S.Server, port: int) -> list[int]:
     return sorted(set(pids))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def run(doc: str, count_arm, render_results, default_servers: list[str] | None = None) -> int:
+    """The command line of this script and of server_instructions.py: count_arm(server, arm, shim,
+    scratch) for each server and arm chosen, the table render_results(results, arms) makes, -o FILE."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shim", type=Path, required=True)
     parser.add_argument("--server", action="append", choices=[s.name for s in S.SERVERS])
     parser.add_argument("--arm", action="append", choices=ARMS)
     parser.add_argument("-o", "--output", type=Path)
     args = parser.parse_args()
-    chosen = [s for s in S.SERVERS if not args.server or s.name in args.server]
+    names = args.server or default_servers or [s.name for s in S.SERVERS]
     arms = args.arm or list(ARMS)
     results = {}
-    with tempfile.TemporaryDirectory(prefix="server-syscalls-") as scratch:
-        for server in chosen:
+    with tempfile.TemporaryDirectory(prefix="server-counts-") as scratch:
+        for server in (s for s in S.SERVERS if s.name in names):
             if server.missing():
                 print(f"{server.name}: {server.missing()}", file=sys.stderr)
                 continue
             for arm in arms:
-                results[f"{server.name}:{arm}"] = count(server, arm, args.shim.resolve(), Path(scratch))
+                results[f"{server.name}:{arm}"] = count_arm(server, arm, args.shim.resolve(), Path(scratch))
                 print(f"{server.name}:{arm} done", file=sys.stderr)
-    text = render(results, arms)
+    text = render_results(results, arms)
     print(text)
     if args.output:
         args.output.write_text(text)
@@ -141,4 +142,4 @@ def render(results: dict, arms: list[str]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(__doc__, count, render))

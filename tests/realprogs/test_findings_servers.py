@@ -122,23 +122,29 @@ def postgres_dir():
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def run_pgbench(shim, postgres_dir, *options):
+    """pgbench with options (after -i, under the client's shim) against a PostgreSQL under the shim
+    with its traces in postgres_dir/traces; the run's output and the server's shim."""
+    server_shim = type(shim)(shim_env(postgres_dir / "traces"), postgres_dir / "traces")
+    postgres = ForegroundServer("postgres.sh", [], server_shim, postgres_dir / "server")
+    connect = ["pgbench", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres"]
+    try:
+        init = run_client([*connect, "-i", "-s", "1", "-q", "postgres"], shim, timeout=120)
+        assert init.returncode == 0, init.stdout + init.stderr
+        result = run_client([*connect, *options, "postgres"], shim, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+    finally:
+        postgres.stop()
+    return result, server_shim
+
+
 def test_pgbench_prefork_counts_each_connection_once(shim, postgres_dir):
     """The postmaster accepts each connection and a forked backend serves it: both processes hold the
     socket, and the report must count it once."""
     clients, transactions = 2, 100
-    server_shim = type(shim)(shim_env(postgres_dir / "traces"), postgres_dir / "traces")
-    postgres = ForegroundServer("postgres.sh", [], server_shim, postgres_dir / "server")
-    try:
-        init = run_client(["pgbench", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres", "-i", "-s", "1",
-                           "-q", "postgres"], shim, timeout=120)
-        assert init.returncode == 0, init.stdout + init.stderr
-        result = run_client(["pgbench", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres", "-S",
-                             "-c", str(clients), "-t", str(transactions), "postgres"], shim, timeout=120)
-        assert result.returncode == 0, result.stdout + result.stderr
-        processed = int(re.search(r"number of transactions actually processed: (\d+)", result.stdout).group(1))
-        assert processed == clients * transactions
-    finally:
-        postgres.stop()
+    result, server_shim = run_pgbench(shim, postgres_dir, "-S", "-c", str(clients), "-t", str(transactions))
+    processed = int(re.search(r"number of transactions actually processed: (\d+)", result.stdout).group(1))
+    assert processed == clients * transactions
     document = report(shim.traces, server_shim.traces)
     bench = items(document, program="pgbench", role="client")
     served = [item for item in items(document, role="server") if item["program"] in ("postgres", "postmaster")]
@@ -154,17 +160,7 @@ def test_pgbench_connect_per_transaction_samples_first_writes_per_process_tree(s
     they sampled, so after 16 connections' first writes most backends unwind none (a cold libunwind
     in each was 8% of a connection's cost), and the server's sockets still name their call sites."""
     clients, transactions = 2, 40
-    server_shim = type(shim)(shim_env(postgres_dir / "traces"), postgres_dir / "traces")
-    postgres = ForegroundServer("postgres.sh", [], server_shim, postgres_dir / "server")
-    try:
-        init = run_client(["pgbench", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres", "-i", "-s", "1",
-                           "-q", "postgres"], shim, timeout=120)
-        assert init.returncode == 0, init.stdout + init.stderr
-        result = run_client(["pgbench", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres", "-S", "-C",
-                             "-n", "-c", str(clients), "-t", str(transactions), "postgres"], shim, timeout=120)
-        assert result.returncode == 0, result.stdout + result.stderr
-    finally:
-        postgres.stop()
+    _, server_shim = run_pgbench(shim, postgres_dir, "-S", "-C", "-n", "-c", str(clients), "-t", str(transactions))
     backends = [trace["call_sites"] for trace in (json.loads(path.read_text())
                                                   for path in server_shim.traces.glob("*.json"))
                 if trace["call_sites"]["mode"] == "sample"]
