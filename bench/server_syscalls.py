@@ -16,21 +16,18 @@ Needs strace and root (ptrace of a server that runs as another user). Counts of 
 
 import argparse
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from tcpadvise.bench import servers as S
+from tcpadvise.bench.strace import counted_calls, listening_pids
 from tcpadvise.bench.suites import POLICIES
 from tcpadvise.record.shim import isolated_environment
 
 ARMS = ("baseline", "observe", "cork", "coalesce")
-_ROW = re.compile(r"^\s*[0-9.]+\s+[0-9.]+\s+\d+\s+(\d+)\s+(?:(\d+)\s+)?(\w+)\s*$")
 
 
 def fixed_client(server: S.Server, port: int) -> tuple[list[str], "callable"]:
@@ -52,45 +49,24 @@ def fixed_client(server: S.Server, port: int) -> tuple[list[str], "callable"]:
     raise ValueError(server.name)
 
 
-def tasks(pid: int) -> list[str]:
-    """The threads of pid ([] once it is gone: a PostgreSQL backend of the readiness probe)."""
-    try:
-        return sorted(os.listdir(f"/proc/{pid}/task"))
-    except FileNotFoundError:
-        return []
-
-
 def count(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
     directory = S._prepared(server, scratch)
     policy = POLICIES[arm]
     traces = Path(tempfile.mkdtemp(prefix="traces-", dir=directory))
     with S.running(server, directory, policy, shim if policy is not None else None, traces) as port:
-        summary = directory / f"strace-{arm}.txt"
-        attach = [a for pid in server_pids(server, port) for t in tasks(pid) for a in ("-p", t)]
-        tracer = subprocess.Popen(["strace", "-f", "-c", "-o", str(summary), *attach],
-                                  stderr=subprocess.DEVNULL)
-        time.sleep(0.5)
-        command, requests_of = fixed_client(server, port)
-        out = subprocess.run(command, capture_output=True, text=True, env=isolated_environment(),
-                             timeout=300)
-        requests = requests_of(out.stdout)
-        tracer.send_signal(signal.SIGINT)
-        tracer.wait(30)
-    calls = {}
-    for line in summary.read_text().splitlines():
-        row = _ROW.match(line)
-        if row and row[3] != "total":
-            calls[row[3]] = int(row[1])
-    return {"requests": requests, "calls": calls}
+        with counted_calls(server_pids(server, port), directory / f"strace-{arm}.txt") as calls:
+            command, requests_of = fixed_client(server, port)
+            out = subprocess.run(command, capture_output=True, text=True, env=isolated_environment(),
+                                 timeout=300)
+    return {"requests": requests_of(out.stdout), "calls": calls}
 
 
 def server_pids(server: S.Server, port: int) -> list[int]:
     """The processes listening on port (nginx: its master and worker)."""
-    out = subprocess.run(["ss", "-Htlnp", f"sport = :{port}"], capture_output=True, text=True).stdout
-    pids = [int(p) for p in re.findall(r"pid=(\d+)", out)]
+    pids = listening_pids(port)
     if not pids:
         raise RuntimeError(f"{server.name}: no listener on {port}")
-    return sorted(set(pids))
+    return pids
 
 
 def run(doc: str, count_arm, render_results, default_servers: list[str] | None = None) -> int:

@@ -140,7 +140,7 @@ std::atomic<uint64_t> g_left_to_tree{0};     // first writes a fork child left t
 // connection server's child (PostgreSQL's backend) starts with libunwind's
 // caches as cold as its parent's, which never wrote: unwinding its first
 // writes cost it about 85 lookups of a frame's unwind table (dl_iterate_phdr
-// over every module, with signals blocked around each), some 8% of what a
+// over every module, with signals blocked around each), about 7% of what a
 // pgbench -C connection costs the server. Its siblings' first writes come
 // from the same code, so the tree samples them from kTreeFirst children's
 // sockets of a service, then from one socket in every_now, each standing

@@ -8,8 +8,6 @@ same writes. The servers are run as `tcpadvise bench servers` runs them,
 with call-site sampling off: its paced samples (libunwind's own checks) vary
 with timing, under every arm alike."""
 import http.client
-import re
-import signal
 import subprocess
 import tempfile
 import time
@@ -21,6 +19,7 @@ from harness import skip_unless_installed
 from testlib import load_traces, shim_path, sockets
 
 from tcpadvise.bench import servers as S
+from tcpadvise.bench.strace import counted_calls, listening_pids
 from tcpadvise.bench.suites import POLICIES
 from tcpadvise.record.shim import isolated_environment
 
@@ -29,7 +28,6 @@ skip_unless_installed("strace", "ss")
 # What a policy could add to a write, an accept or a close: all counted, none timing-dependent.
 SHIM_CALLS = ("setsockopt", "getsockopt", "ioctl", "clone", "clone3", "clock_nanosleep", "process_vm_readv",
               "write", "writev", "sendto", "sendmsg", "mprotect", "set_robust_list", "rseq")
-_ROW = re.compile(r"^\s*[0-9.]+\s+[0-9.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$")
 
 
 def _http_gets(port, requests):
@@ -58,40 +56,15 @@ def _load(server, port):
         subprocess.run(command, check=True, capture_output=True, env=isolated_environment(), timeout=120)
 
 
-def _listeners(port):
-    out = subprocess.run(["ss", "-Htlnp", f"sport = :{port}"], capture_output=True, text=True).stdout
-    return sorted({int(pid) for pid in re.findall(r"pid=(\d+)", out)})
-
-
-def _threads(pid):
-    try:
-        return sorted(Path(f"/proc/{pid}/task").iterdir())
-    except FileNotFoundError:  # a PostgreSQL backend of the readiness probe, gone
-        return []
-
-
 def count_calls(server, arm, scratch):
     """The server's system calls by name while it serves the fixed load under arm."""
     directory = S._prepared(server, scratch)
     traces = Path(tempfile.mkdtemp(prefix="traces-", dir=directory))
-    summary = directory / f"strace-{arm}.txt"
     with S.running(server, directory, POLICIES[arm], shim_path(), traces) as port:
         time.sleep(1)  # the readiness probe's connection (and PostgreSQL's backend for it) is over
-        attach = [a for pid in _listeners(port) for task in _threads(pid) for a in ("-p", task.name)]
-        tracer = subprocess.Popen(["strace", "-f", "-c", "-o", str(summary), *attach],
-                                  stderr=subprocess.DEVNULL)
-        try:
-            time.sleep(0.5)  # strace has attached
+        with counted_calls(listening_pids(port), directory / f"strace-{arm}.txt") as calls:
             _load(server, port)
             time.sleep(1)  # the last PostgreSQL backend has written its trace and exited
-        finally:
-            tracer.send_signal(signal.SIGINT)
-            tracer.wait(30)
-    calls = {}
-    for line in summary.read_text().splitlines():
-        row = _ROW.match(line)
-        if row and row[2] != "total":
-            calls[row[2]] = int(row[1])
     # Proof that the arm's policy ran: a compiled config the shim refused would leave it observing.
     policies = [sock["policy"] for trace in load_traces(traces).values() for sock in sockets(trace, "server")
                 if "policy" in sock]

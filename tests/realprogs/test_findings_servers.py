@@ -158,9 +158,11 @@ def test_pgbench_prefork_counts_each_connection_once(shim, postgres_dir):
 def test_pgbench_connect_per_transaction_samples_first_writes_per_process_tree(shim, postgres_dir):
     """pgbench -C: a forked backend per connection. The backends share one count of the first writes
     they sampled, so after 16 connections' first writes most backends unwind none (a cold libunwind
-    in each was 8% of a connection's cost), and the server's sockets still name their call sites."""
+    in each was about 7% of a connection's CPU time), and the server's sockets still name their
+    call sites."""
     clients, transactions = 2, 40
-    _, server_shim = run_pgbench(shim, postgres_dir, "-S", "-C", "-n", "-c", str(clients), "-t", str(transactions))
+    _, server_shim = run_pgbench(shim, postgres_dir, "-S", "-C", "-n", "-c", str(clients),
+                                 "-t", str(transactions))
     backends = [trace["call_sites"] for trace in (json.loads(path.read_text())
                                                   for path in server_shim.traces.glob("*.json"))
                 if trace["call_sites"]["mode"] == "sample"]

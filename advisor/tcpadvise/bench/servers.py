@@ -242,20 +242,24 @@ def run_server_arm(arm: ServerArm, shim: Path | None, scratch: Path) -> dict:
     holds the client's requests per second and how many traces the server's processes wrote (none
     without the shim; at least one under it: proof that the policy ran)."""
     directory = _prepared(arm.server, scratch)
+    # Outside the scratch directory (on tmpfs), so removed here however the run ends.
     traces = Path(tempfile.mkdtemp(prefix="tcpadvise-traces-", dir=_traces_parent(directory)))
-    with running(arm.server, directory, arm.policy, shim, traces) as port:
-        command = arm.server.client(port, arm.seconds)
-        try:
-            finished = subprocess.run(command, capture_output=True, text=True, timeout=arm.timeout_seconds,
-                                      env=isolated_environment(), check=False)
-        except subprocess.TimeoutExpired:
-            raise BenchError(f"{arm.key}: {command[0]} did not finish in {arm.timeout_seconds:.0f} s") from None
+    try:
+        with running(arm.server, directory, arm.policy, shim, traces) as port:
+            command = arm.server.client(port, arm.seconds)
+            try:
+                finished = subprocess.run(command, capture_output=True, text=True,
+                                          timeout=arm.timeout_seconds, env=isolated_environment(), check=False)
+            except subprocess.TimeoutExpired:
+                limit = f"{arm.timeout_seconds:.0f} s"
+                raise BenchError(f"{arm.key}: {command[0]} did not finish in {limit}") from None
+        written = sum(1 for _ in traces.glob("*.json"))
+    finally:
+        shutil.rmtree(traces, ignore_errors=True)
     rate = arm.server.rate(finished.stdout) if finished.returncode == 0 else None
     if rate is None:
         last = (finished.stderr.strip() or finished.stdout.strip()).splitlines()[-1:] or ["no output"]
         raise BenchError(f"{arm.key}: {command[0]} measured nothing (exit {finished.returncode}: {last[0]})")
-    written = sum(1 for _ in traces.glob("*.json"))
-    shutil.rmtree(traces, ignore_errors=True)
     return {"requests_per_s": rate, "traces": written}
 
 
@@ -263,7 +267,7 @@ def _traces_parent(directory: Path) -> Path:
     """Where a run's traces go: tmpfs (/dev/shm) when the machine has it. Each process writes a trace
     file, and a fork-per-connection server (PostgreSQL) has a process per connection: on a disk file
     system the file's creation is the file system's cost, not the shim's (ext4 without a journal, here,
-    searches past every recently deleted inode: 0.2-0.7 ms a file after the bench's own deletions)."""
+    searches past every recently deleted inode: 0.16-0.43 ms a file after the bench's own deletions)."""
     shm = Path("/dev/shm")
     return shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else directory
 
@@ -294,8 +298,8 @@ def running(server: Server, directory: Path, policy: dict | None, shim: Path | N
         environment["TCPADVISE_CONFIG"] = str(config)
     port = _free_port()
     with (directory / "start.log").open("w") as log:
-        process = subprocess.Popen([*launcher, *server.command(directory, port)], stdout=log, stderr=subprocess.STDOUT,
-                                   env=environment, cwd=directory)
+        process = subprocess.Popen([*launcher, *server.command(directory, port)], stdout=log,
+                                   stderr=subprocess.STDOUT, env=environment, cwd=directory)
         try:
             _wait_listening(server, process, port, directory)
             yield port

@@ -56,18 +56,16 @@ _DECODER = json.JSONDecoder(parse_constant=_refuse)
 @dataclass(frozen=True)
 class Identity:
     """What telling connections apart needs of a socket (model.report): its cookie, whether it was
-    inherited or left unused, its connection count and its activity (writes and reads)."""
+    inherited or left unused, and its connection count."""
 
     cookie: object
     inherited: object
     used: object
     connections: int
-    activity: int
 
     @classmethod
     def of(cls, socket: dict) -> "Identity":
-        return cls(socket.get("cookie"), socket.get("inherited"), socket.get("used"), socket["connections"],
-                   socket["writes"]["calls"] + socket["reads"]["calls"])
+        return cls(socket.get("cookie"), socket.get("inherited"), socket.get("used"), socket["connections"])
 
 
 class TraceSockets:
