@@ -280,25 +280,20 @@ def _grouped_bars(axes, groups: dict[str, dict[str, dict | None]], scale: dict[s
 
 
 def _servers(result: dict, path: str):
-    figure = Figure(figsize=(13, 4.6))
-    server_axes, client_axes = figure.subplots(1, 2, width_ratios=(3, 2))
+    cpu = result.get("cpu_source") is not None and bool(result["servers"])
+    figure = Figure(figsize=(20 if cpu else 13, 4.6))
+    if cpu:
+        server_axes, cpu_axes, client_axes = figure.subplots(1, 3, width_ratios=(3, 3, 2))
+    else:
+        server_axes, client_axes = figure.subplots(1, 2, width_ratios=(3, 2))
     if result["servers"]:
-        rates = {
-            name: {policy: arm["requests_per_s"] for policy, arm in server["arms"].items()}
-            for name, server in result["servers"].items()
-        }
-        baselines = {name: (by_policy["baseline"] or {}).get("median", 0) / 100 for name, by_policy in rates.items()}
-        _grouped_bars(server_axes, rates, baselines)
-        server_axes.axhline(100 * (1 - result["goals"]["server_within"]), color="black", linewidth=0.8,
-                            linestyle="--", label="goal for adaptive")
-        server_axes.set_ylabel("requests/s, % of the baseline's median")
-        low = min(
-            (arm["median"] / baselines[name] for name, by_policy in rates.items() for arm in by_policy.values() if arm),
-            default=90,
-        )
-        server_axes.set_ylim(min(90, low - 5), None)
-        server_axes.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
+        _against_baseline(server_axes, result, "requests_per_s", "requests/s", higher_is_better=True)
     server_axes.set_title(f"real servers, server under each policy - {path}", fontsize=10)
+    if cpu:
+        _against_baseline(cpu_axes, result, "cpu_us_per_request", "the server's CPU time per request",
+                          higher_is_better=False)
+        cpu_axes.set_title("the server's CPU time per request (its whole process tree, from its cgroup)",
+                           fontsize=10)
     trips = {
         name: {policy: arm["round_trip_us"] for policy, arm in client["arms"].items()}
         for name, client in result["clients"].items()
@@ -310,3 +305,25 @@ def _servers(result: dict, path: str):
     client_axes.set_title("multi-write clients under each policy, and as one writev", fontsize=10)
     client_axes.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
     return figure
+
+
+def _against_baseline(axes, result: dict, figure: str, label: str, higher_is_better: bool) -> None:
+    """Each server's arms' `figure` as a % of its baseline's median, with the goal's line for the adaptive
+    policies (below it for a rate, above it for a cost)."""
+    values = {
+        name: {policy: arm[figure] for policy, arm in server["arms"].items()}
+        for name, server in result["servers"].items()
+    }
+    baselines = {name: (by_policy["baseline"] or {}).get("median", 0) / 100 for name, by_policy in values.items()}
+    _grouped_bars(axes, values, baselines)
+    within = result["goals"]["server_within"]
+    axes.axhline(100 * (1 - within if higher_is_better else 1 + within), color="black", linewidth=0.8,
+                 linestyle="--", label="goal for adaptive")
+    axes.set_ylabel(f"{label}, % of the baseline's median")
+    shares = [arm["median"] / baselines[name] for name, by_policy in values.items() for arm in by_policy.values()
+              if arm and baselines[name]]
+    if higher_is_better:
+        axes.set_ylim(min(90, min(shares, default=90) - 5), None)
+    else:
+        axes.set_ylim(min(95, min(shares, default=95) - 2), max(110, max(shares, default=110) + 5))
+    axes.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))

@@ -95,7 +95,11 @@ def render_summary(results: dict, console: Console) -> None:
     for table in summary_tables(results):
         console.print()
         table.show(console)
-    for heading, lines in (("Compared with the seeds", notes(results)), ("Against the goals", goals(results))):
+    for heading, lines in (
+        ("Compared with the seeds", notes(results)),
+        ("Reading the servers' figures", servers_notes(results)),
+        ("Against the goals", goals(results)),
+    ):
         if lines:
             console.print()
             console.print(f"[bold]{heading}[/bold]")
@@ -355,17 +359,26 @@ def _rate_ci(summary: dict | None) -> str:
 
 def _servers_tables(result: dict) -> list[FigureTable]:
     tables = []
+    # Without a cgroup to count the servers' CPU time in, its columns are left out (result["left_out"] says why).
+    cpu = result.get("cpu_source") is not None
     for server in result["servers"].values():
+        columns = ["requests/s [95% CI]", "of baseline"]
+        if cpu:
+            columns += ["CPU/request [95% CI]", "CPU of baseline"]
         table = FigureTable(
-            f"{server['title']}; requests/s by the server's policy",
+            f"{server['title']}; requests/s"
+            + (" and the server's CPU time per request" if cpu else "")
+            + " by the server's policy",
             "policy",
-            "requests/s [95% CI]",
-            "of baseline",
+            *columns,
             "runs",
         )
         for policy, arm in server["arms"].items():
             rate = arm["requests_per_s"]
-            table.add_row(policy, _rate_ci(rate), _share(arm["vs_baseline"]), str(rate["runs"]) if rate else "0")
+            cells = [_rate_ci(rate), _share(arm["vs_baseline"])]
+            if cpu:
+                cells += [_duration_ci(arm["cpu_us_per_request"]), _share(arm["cpu_vs_baseline"])]
+            table.add_row(policy, *cells, str(rate["runs"]) if rate else "0")
         tables.append(table)
     for client in result["clients"].values():
         table = FigureTable(
@@ -389,6 +402,50 @@ def _servers_tables(result: dict) -> list[FigureTable]:
     return tables
 
 
+def _half_width(summary: dict | None) -> float | None:
+    """Half the 95% interval, as a fraction of the median: how finely the figure resolves a difference."""
+    if not summary or not summary["median"]:
+        return None
+    return (summary["ci_high"] - summary["ci_low"]) / 2 / summary["median"]
+
+
+def servers_notes(results: dict) -> list[str]:
+    """What the servers' CPU time per request is, and why it is the figure that resolves the 1% goal."""
+    result = results["suites"].get("servers")
+    if result is None or not result["servers"] or result.get("cpu_source") is None:
+        return []
+    widths = {
+        figure: [width for server in result["servers"].values()
+                 if (width := _half_width(server["arms"]["baseline"][figure])) is not None]
+        for figure in ("requests_per_s", "cpu_us_per_request")
+    }
+    lines = [
+        "CPU/request: the CPU time the server's whole process tree spent while the client ran (every process "
+        "and thread, the ones that exited during the run too, as PostgreSQL's backend per connection), over "
+        f"the requests the client made; from a cgroup the server ran in ({result['cpu_source']}). The "
+        "server's start is not in it. What the shim adds is work in the server's own processes: this counts "
+        "it, where requests/s also moves with how the CPUs are shared between the client, the server and "
+        "anything else running.",
+    ]
+    if widths["requests_per_s"] and widths["cpu_us_per_request"]:
+        lines.append(
+            "So CPU/request is the figure that resolves a 1% goal: in this run the baselines' 95% intervals "
+            f"are ±{_spread(widths['cpu_us_per_request'])} of their medians for CPU/request, "
+            f"±{_spread(widths['requests_per_s'])} for requests/s."
+        )
+    return lines
+
+
+def _spread(fractions: list[float]) -> str:
+    """'0.2-0.9%': the range of the servers' half-widths."""
+    low, high = min(fractions), max(fractions)
+    return _percent_1(low) if _percent_1(low) == _percent_1(high) else f"{_percent_1(low)[:-1]}-{_percent_1(high)}"
+
+
+def _percent_1(fraction: float) -> str:
+    return f"{100 * fraction:.1f}%"
+
+
 def goals(results: dict) -> list[str]:
     """Whether the adaptive policies met the servers suite's goals, one line per server and client."""
     result = results["suites"].get("servers")
@@ -408,6 +465,20 @@ def goals(results: dict) -> list[str]:
                f"{_percent(goal['server_within'])}")
             + "."
         )
+        cpu = {policy: server["arms"][policy].get("cpu_vs_baseline") for policy in adaptive}
+        if result.get("cpu_source") is not None:
+            over = [policy for policy, share in cpu.items() if share is None or share > 1 + goal["server_within"]]
+            width = _half_width(server["arms"]["baseline"]["cpu_us_per_request"])
+            lines.append(
+                f"{name}: adaptive "
+                + " and ".join(f"{policy} {_share(share)}" for policy, share in cpu.items())
+                + " of the baseline's CPU time per request (medians; the baseline's 95% interval "
+                + (f"±{_percent_1(width)}" if width is not None else DASH)
+                + "); "
+                + (f"within {_percent(goal['server_within'])}" if not over else f"{' and '.join(over)} not within "
+                   f"{_percent(goal['server_within'])}")
+                + "."
+            )
     for name, client in result["clients"].items():
         factors = {policy: client["arms"][policy]["vs_writev"] for policy in adaptive}
         missed = [policy for policy, factor in factors.items() if factor is None or factor > 1 + goal["client_within"]]

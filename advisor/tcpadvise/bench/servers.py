@@ -6,8 +6,10 @@ redis-server with redis-benchmark GETs, memcached with memcslap gets, nginx
 with wrk (a 4 KiB file, sendfile off: one writev a response) and PostgreSQL
 with `pgbench -C -S` (a new connection, and a forked backend, per
 transaction). The server runs under the arm's policy, the client without the
-shim; a run's figure is the requests (transactions) per second the client
-reports, so every arm is measured by the same program the same way.
+shim; a run's figures are the requests (transactions) per second the client
+reports, so every arm is measured by the same program the same way, and the
+CPU time the server's whole process tree spent while the client ran, read from
+a cgroup the server runs in (bench.cgroup), over the requests the client made.
 """
 
 import abc
@@ -29,6 +31,7 @@ from pathlib import Path
 from ..errors import BenchError
 from ..policy.config import compiled_every_socket_config
 from ..record.shim import isolated_environment, shim_environment
+from .cgroup import Hierarchy, cpu_group
 
 _CONNECTIONS = 4
 _READY_SECONDS = 30
@@ -46,6 +49,8 @@ class ServerArm:
     server: "Server"
     policy: dict | None
     seconds: float
+    # Where the server's CPU time is counted; None: it is not.
+    cpu: Hierarchy | None = None
 
     @property
     def timeout_seconds(self) -> float:
@@ -80,6 +85,10 @@ class Server(abc.ABC):
     def rate(self, output: str) -> float | None:
         """Requests per second as the client printed them, or None."""
 
+    @abc.abstractmethod
+    def requests(self, output: str, command: Sequence[str]) -> int | None:
+        """Every request the client made (`command`, which printed `output`), or None."""
+
     def run_as(self) -> list[str]:
         """The command prefix the server runs under (root runs it as itself)."""
         return []
@@ -108,12 +117,17 @@ class Redis(Server):
         rows = [row for row in csv.DictReader(output.splitlines()) if row.get("test") == "GET"]
         return float(rows[-1]["rps"]) if rows else None
 
+    def requests(self, output, command):
+        # It makes as many as told, and says only how fast.
+        return int(command[command.index("-n") + 1])
+
 
 class Memcached(Server):
     name = "memcached"
     title = f"memcached: memcslap get, {_CONNECTIONS} threads"
     programs = ("memcached", "memcslap")
     _GOT = re.compile(r"Time to get\s+(\d+) keys by\s+\d+ threads:\s+([0-9.]+) seconds")
+    _SET = re.compile(r"Time to set\s+(\d+) keys")
 
     def command(self, directory, port):
         # memcached refuses root unless told which user to be.
@@ -132,12 +146,18 @@ class Memcached(Server):
             return None
         return int(found[1]) / float(found[2])
 
+    def requests(self, output, command):
+        # It sets each key once, then gets them: the sets are the server's work too.
+        got, sets = self._GOT.search(output), self._SET.search(output)
+        return int(got[1]) + (int(sets[1]) if sets else 0) if got else None
+
 
 class Nginx(Server):
     name = "nginx"
     title = f"nginx: wrk, 4 KiB, sendfile off, {_CONNECTIONS} connections"
     programs = ("nginx", "wrk")
     _RATE = re.compile(r"Requests/sec:\s+([0-9.]+)")
+    _REQUESTS = re.compile(r"(\d+) requests in ")
 
     def prepare(self, directory):
         (directory / "docroot").mkdir()
@@ -166,6 +186,10 @@ class Nginx(Server):
         found = self._RATE.search(output)
         return float(found[1]) if found else None
 
+    def requests(self, output, command):
+        found = self._REQUESTS.search(output)
+        return int(found[1]) if found else None
+
 
 class Postgres(Server):
     name = "postgres"
@@ -174,6 +198,7 @@ class Postgres(Server):
     # SIGINT is PostgreSQL's fast shutdown; SIGTERM waits for its clients.
     stop_signal = signal.SIGINT
     _TPS = re.compile(r"tps = ([0-9.]+)")
+    _PROCESSED = re.compile(r"number of transactions actually processed: (\d+)")
 
     def missing(self):
         if self._bin() is None:
@@ -233,34 +258,48 @@ class Postgres(Server):
         found = self._TPS.search(output)
         return float(found[1]) if found else None
 
+    def requests(self, output, command):
+        # A transaction is a connection, its backend and one SELECT.
+        found = self._PROCESSED.search(output)
+        return int(found[1]) if found else None
+
 
 SERVERS: tuple[Server, ...] = (Redis(), Memcached(), Nginx(), Postgres())
 
 
 def run_server_arm(arm: ServerArm, shim: Path | None, scratch: Path) -> dict:
     """One run of a server arm: start the server under the arm's policy, load it, stop it. The document
-    holds the client's requests per second and how many traces the server's processes wrote (none
-    without the shim; at least one under it: proof that the policy ran)."""
+    holds the client's requests per second, every request it made, the CPU time the server's processes
+    spent while it ran (ns; None when arm.cpu is None) and how many traces they wrote (none without the
+    shim; at least one under it: proof that the policy ran)."""
     directory = _prepared(arm.server, scratch)
     # Outside the scratch directory (on tmpfs), so removed here however the run ends.
     traces = Path(tempfile.mkdtemp(prefix="tcpadvise-traces-", dir=_traces_parent(directory)))
     try:
-        with running(arm.server, directory, arm.policy, shim, traces) as port:
+        with contextlib.ExitStack() as stack:
+            # Left last: the server has stopped, what is left of its processes is killed with the group.
+            group = stack.enter_context(cpu_group(arm.cpu)) if arm.cpu else None
+            port = stack.enter_context(
+                running(arm.server, directory, arm.policy, shim, traces, group.launcher if group else ()))
             command = arm.server.client(port, arm.seconds)
+            # The window is the client's run: the server's own start (and the shim's) is before it.
+            before = group.usage_ns() if group else 0
             try:
                 finished = subprocess.run(command, capture_output=True, text=True,
                                           timeout=arm.timeout_seconds, env=isolated_environment(), check=False)
             except subprocess.TimeoutExpired:
                 limit = f"{arm.timeout_seconds:.0f} s"
                 raise BenchError(f"{arm.key}: {command[0]} did not finish in {limit}") from None
+            cpu_ns = group.usage_ns() - before if group else None
         written = sum(1 for _ in traces.glob("*.json"))
     finally:
         shutil.rmtree(traces, ignore_errors=True)
     rate = arm.server.rate(finished.stdout) if finished.returncode == 0 else None
-    if rate is None:
+    requests = arm.server.requests(finished.stdout, command) if rate is not None else None
+    if rate is None or not requests:
         last = (finished.stderr.strip() or finished.stdout.strip()).splitlines()[-1:] or ["no output"]
         raise BenchError(f"{arm.key}: {command[0]} measured nothing (exit {finished.returncode}: {last[0]})")
-    return {"requests_per_s": rate, "traces": written}
+    return {"requests_per_s": rate, "requests": requests, "cpu_ns": cpu_ns, "traces": written}
 
 
 def _traces_parent(directory: Path) -> Path:

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from ..model import hist
+from .cgroup import Hierarchy, cpu_accounting
 from .servers import SERVERS, Server, ServerArm
 from .stats import after_warmup, interval_rates_mbit_s, segment_penalties, summarize
 
@@ -393,7 +394,8 @@ POLICIES: dict[str, dict | None] = {
 }
 ADAPTIVE = ("cork", "coalesce")
 # What the servers suite's tables are read against (issue 16): an adaptive policy within 1% of the
-# baseline's throughput on a one-write server, and within 5% of one writev's round trip on a multi-write client.
+# baseline on a one-write server (its throughput, and the server's CPU time per request), and within 5% of
+# one writev's round trip on a multi-write client.
 SERVER_GOAL = 0.01
 CLIENT_GOAL = 0.05
 SERVER_SECONDS = 2.0
@@ -413,8 +415,9 @@ class Client:
 class Servers:
     """What each policy costs real one-write-per-request servers (bench.servers: redis, memcached, nginx,
     PostgreSQL; the server under the policy, its usual load client without the shim, requests per second
-    as that client counts them), and how close it brings two multi-write clients to the same client
-    sending each request as one writev (round trips)."""
+    as that client counts them, and the CPU time the server's processes spent per request, from a cgroup
+    of their own where the machine lets us make one), and how close it brings two multi-write clients to
+    the same client sending each request as one writev (round trips)."""
 
     name, seed, title = "servers", None, "real servers and multi-write clients under each policy"
     clients = (
@@ -426,15 +429,19 @@ class Servers:
     def left_out(self, path):
         if path.name != "loopback":
             return [f"servers: the servers run on loopback only; {path.description} measures the clients only"]
-        return [f"servers: {server.name} left out, {reason}" for server in SERVERS if (reason := server.missing())]
+        lines = [f"servers: {server.name} left out, {reason}" for server in SERVERS if (reason := server.missing())]
+        if self.servers(path) and isinstance(reason := cpu_accounting(), str):
+            lines.append(f"servers: CPU time per request left out, {reason}")
+        return lines
 
     def servers(self, path) -> list[Server]:
         return [server for server in SERVERS if path.name == "loopback" and server.missing() is None]
 
     def arms(self, settings, path):
         seconds = settings.seconds or SERVER_SECONDS
+        cpu = accounting if isinstance(accounting := cpu_accounting(), Hierarchy) else None
         arms: list[Arm | ServerArm] = [
-            ServerArm(f"{server.name}:{policy}", server, policy_settings, seconds)
+            ServerArm(f"{server.name}:{policy}", server, policy_settings, seconds, cpu)
             for server in self.servers(path)
             for policy, policy_settings in POLICIES.items()
         ]
@@ -453,6 +460,7 @@ class Servers:
         for server in self.servers(path):
             arms = {policy: _throughput(documents[f"{server.name}:{policy}"]) for policy in POLICIES}
             _relative_to(arms, "baseline", "requests_per_s", "vs_baseline")
+            _relative_to(arms, "baseline", "cpu_us_per_request", "cpu_vs_baseline")
             servers[server.name] = {"title": server.title, "arms": arms}
         clients = {}
         for client in self.clients:
@@ -462,8 +470,10 @@ class Servers:
             }
             _relative_to(arms, WRITEV, "round_trip_us", "vs_writev")
             clients[client.name] = {"title": client.title, "arms": arms}
+        accounting = cpu_accounting() if servers else None
         return {
             "seconds": settings.seconds or SERVER_SECONDS,
+            "cpu_source": accounting.source if isinstance(accounting, Hierarchy) else None,
             "goals": {"adaptive": list(ADAPTIVE), "server_within": SERVER_GOAL, "client_within": CLIENT_GOAL},
             "servers": servers,
             "clients": clients,
@@ -476,9 +486,16 @@ class Servers:
 
 
 def _throughput(runs: list[dict]) -> dict:
-    """The runs' requests per second, one sample a run, and the traces each run's server wrote."""
-    summary = summarize([[run["requests_per_s"]] for run in runs])
-    return {"requests_per_s": summary.as_dict() if summary else None, "traces": [run["traces"] for run in runs]}
+    """The runs' requests per second and the server's CPU time per request (us), one sample a run of each,
+    the requests each run made and the traces each run's server wrote."""
+    rate = summarize([[run["requests_per_s"]] for run in runs])
+    cpu = summarize([[run["cpu_ns"] / 1e3 / run["requests"]] for run in runs if run["cpu_ns"] is not None])
+    return {
+        "requests_per_s": rate.as_dict() if rate else None,
+        "cpu_us_per_request": cpu.as_dict() if cpu else None,
+        "requests": [run["requests"] for run in runs],
+        "traces": [run["traces"] for run in runs],
+    }
 
 
 def _relative_to(arms: dict[str, dict], reference: str, figure: str, field: str) -> None:
