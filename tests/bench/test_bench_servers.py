@@ -4,10 +4,12 @@ the goals, the chart and the results' schema; and what it says when the
 servers are not there."""
 
 import json
+import os
 
 import pytest
 from tcpadvise import schemas
-from tcpadvise.bench.render import goals, summary_text
+from tcpadvise.bench.cgroup import Hierarchy, cpu_accounting
+from tcpadvise.bench.render import goals, servers_notes, summary_text
 from tcpadvise.bench.servers import SERVERS
 from tcpadvise.bench.suites import ADAPTIVE, POLICIES, WRITEV
 from testlib import invoke
@@ -36,6 +38,14 @@ def installed_servers():
     return [server for server in SERVERS if server.missing() is None]
 
 
+def counting_cpu():
+    """This machine's cgroup hierarchy for the servers' CPU time; the test is skipped without one."""
+    accounting = cpu_accounting()
+    if not isinstance(accounting, Hierarchy):
+        pytest.skip(f"no CPU time per request here: {accounting}")
+    return accounting
+
+
 def test_the_servers_suite_runs_only_when_named(loopback_run):
     _, out = loopback_run
     results = json.loads((out / "calibration.results.json").read_text())
@@ -57,6 +67,26 @@ def test_every_installed_server_runs_under_every_policy(servers_run):
             else:
                 assert arm["traces"][0] >= 1, (name, policy)
         assert server["arms"]["baseline"]["vs_baseline"] == 1
+
+
+def test_every_server_run_has_its_cpu_time_per_request(servers_run):
+    accounting = counting_cpu()
+    _, results, _ = servers_run
+    suite = results["suites"]["servers"]
+    if not suite["servers"]:
+        pytest.skip("no server installed")
+    assert suite["cpu_source"] == accounting.source
+    for name, server in suite["servers"].items():
+        for policy, arm in server["arms"].items():
+            cpu = arm["cpu_us_per_request"]
+            assert cpu["runs"] == 1 and len(arm["requests"]) == 1 and arm["requests"][0] > 0, (name, policy)
+            # More than nothing, less than the whole machine's two CPUs for the run's length a request.
+            seconds = arm["requests"][0] / arm["requests_per_s"]["median"]
+            assert 0 < cpu["median"] < os.cpu_count() * seconds * 1e6 / arm["requests"][0] * 2, (name, policy)
+        assert server["arms"]["baseline"]["cpu_vs_baseline"] == 1
+        assert all(arm["cpu_vs_baseline"] > 0 for arm in server["arms"].values())
+    # Every group the runs made is gone.
+    assert [path.name for path in accounting.directory.iterdir() if path.name.startswith("tcpadvise-bench-")] == []
 
 
 def test_servers_that_are_missing_are_named_with_the_reason(servers_run):
@@ -87,7 +117,19 @@ def test_results_follow_the_schema_and_the_text_shows_every_table(servers_run):
     # A table's title wraps at the table's width: read the words.
     words = " ".join(result.stdout.split())
     for server in installed_servers():
-        assert f"{server.title}; requests/s by the server's policy" in words
+        assert (f"{server.title}; requests/s and the server's CPU time per request by the server's policy, 1 run "
+                "each") in words
+    if installed_servers():
+        # As a table, or as a block per row where the table is wider than the 100 columns.
+        header = next(line for line in result.stdout.splitlines() if "requests/s [95% CI]" in line)
+        if "┃" in header:
+            assert [cell.strip() for cell in header.split("┃")[1:-1]] == [
+                "policy", "requests/s [95% CI]", "of baseline", "CPU/request [95% CI]", "CPU of baseline"]
+        else:
+            assert "  CPU/request [95% CI]  " in result.stdout and "  CPU of baseline  " in result.stdout
+        assert "Reading the servers' figures" in result.stdout
+        assert "CPU/request: the CPU time the server's whole process tree spent while the client ran" in words
+        assert "is the figure that resolves a 1% goal" in words
     assert "15 two-byte writes, then a 2-byte reply (seed 004): the client under each policy" in words
     assert "Against the goals" in result.stdout
     assert all(len(line) <= 100 and line == line.rstrip() for line in result.stdout.splitlines())
@@ -110,12 +152,37 @@ def test_the_goal_lines_follow_the_figures(servers_run):
     arms["cork"]["vs_baseline"] = 0.98
     assert any(line.startswith(f"{name}: adaptive cork 98.0%") and "cork not within 1%" in line
                for line in goals(changed))
+    if changed["suites"]["servers"]["cpu_source"] is not None:
+        arms["cork"]["cpu_vs_baseline"], arms["coalesce"]["cpu_vs_baseline"] = 1.004, 1.02
+        line = next(line for line in goals(changed) if "CPU time per request" in line)
+        assert line.startswith(f"{name}: adaptive cork 100.4% and coalesce 102.0% of the baseline's CPU time per "
+                               "request (medians; the baseline's 95% interval ±")
+        assert line.endswith("); coalesce not within 1%.")
     client = changed["suites"]["servers"]["clients"]["nagle"]["arms"]
     client["cork"]["vs_writev"], client["coalesce"]["vs_writev"] = 1.2, 1.01
     line = next(line for line in goals(changed) if line.startswith("nagle:"))
     assert "cork 1.2x and coalesce 1.01x" in line and line.endswith("cork not within 5%.")
     # Narrow, every figure still whole: tables become blocks.
     assert all(len(line) <= 60 for line in summary_text(changed, 60).splitlines() if not line.startswith("- "))
+
+
+def test_without_a_cgroup_the_cpu_column_is_left_out_and_the_reason_said(servers_run):
+    _, results, _ = servers_run
+    if not results["suites"]["servers"]["servers"]:
+        pytest.skip("no server installed")
+    # The document a run writes where no cgroup can be made (bench.suites.Servers): no source, no figures.
+    changed = json.loads(json.dumps(results))
+    suite = changed["suites"]["servers"]
+    suite["cpu_source"] = None
+    reason = "servers: CPU time per request left out, cannot make a cgroup to count the servers' CPU time: ..."
+    suite["left_out"].append(reason)
+    for server in suite["servers"].values():
+        for arm in server["arms"].values():
+            arm["cpu_us_per_request"] = arm["cpu_vs_baseline"] = None
+    assert schemas.errors(changed["schema"], changed) == []
+    text = summary_text(changed, 100)
+    assert "CPU/request" not in text and "CPU of baseline" not in text and servers_notes(changed) == []
+    assert goals(changed)[-1] == reason and not any("baseline's CPU time per request" in line for line in goals(changed))
 
 
 def test_without_the_servers_the_clients_still_run(built, tmp_path):

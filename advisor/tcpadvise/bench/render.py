@@ -357,6 +357,17 @@ def _rate_ci(summary: dict | None) -> str:
     return f"{median} [{low}-{high}]"
 
 
+def _cpu_ci(summary: dict | None) -> str:
+    """'8.190 [8.171-8.222] µs': four significant digits of the largest (to a tenth of a percent), the same
+    decimals throughout."""
+    if summary is None:
+        return DASH
+    unit, convert = duration_unit(summary["median"])
+    low, median, high = (convert(summary[key]) for key in ("ci_low", "median", "ci_high"))
+    decimals = max(0, 3 - math.floor(math.log10(high))) if high > 0 else 0
+    return f"{median:.{decimals}f} [{low:.{decimals}f}-{high:.{decimals}f}] {unit}"
+
+
 def _servers_tables(result: dict) -> list[FigureTable]:
     tables = []
     # Without a cgroup to count the servers' CPU time in, its columns are left out (result["left_out"] says why).
@@ -365,20 +376,21 @@ def _servers_tables(result: dict) -> list[FigureTable]:
         columns = ["requests/s [95% CI]", "of baseline"]
         if cpu:
             columns += ["CPU/request [95% CI]", "CPU of baseline"]
+        # Every arm runs as often (a failed run stops the bench): the count is said once, in the title.
+        runs = max((arm["requests_per_s"]["runs"] for arm in server["arms"].values() if arm["requests_per_s"]),
+                   default=0)
         table = FigureTable(
             f"{server['title']}; requests/s"
             + (" and the server's CPU time per request" if cpu else "")
-            + " by the server's policy",
+            + f" by the server's policy, {runs} run{'s' if runs != 1 else ''} each",
             "policy",
             *columns,
-            "runs",
         )
         for policy, arm in server["arms"].items():
-            rate = arm["requests_per_s"]
-            cells = [_rate_ci(rate), _share(arm["vs_baseline"])]
+            cells = [_rate_ci(arm["requests_per_s"]), _share(arm["vs_baseline"])]
             if cpu:
-                cells += [_duration_ci(arm["cpu_us_per_request"]), _share(arm["cpu_vs_baseline"])]
-            table.add_row(policy, *cells, str(rate["runs"]) if rate else "0")
+                cells += [_cpu_ci(arm["cpu_us_per_request"]), _share(arm["cpu_vs_baseline"])]
+            table.add_row(policy, *cells)
         tables.append(table)
     for client in result["clients"].values():
         table = FigureTable(
