@@ -186,13 +186,14 @@ def usable(hierarchy: Hierarchy) -> str | None:
     """None if a group can be made in `hierarchy`, a process put into it and its CPU time read; else why not."""
     try:
         with cpu_group(hierarchy) as group:
-            sleeper = subprocess.Popen(["sleep", "30"], stdin=subprocess.DEVNULL)
+            # A shell that waits for its input: the launcher's own program, nothing else looked up.
+            waiting = subprocess.Popen(["/bin/sh", "-c", "read _"], stdin=subprocess.PIPE)
             try:
-                group.add(sleeper.pid)
+                group.add(waiting.pid)
                 group.usage_ns()
             finally:
-                sleeper.kill()
-                sleeper.wait()
+                waiting.kill()
+                waiting.communicate()
     except OSError as error:
         return f"{error.filename or hierarchy.directory}: {error.strerror}"
     except (BenchError, ValueError) as error:

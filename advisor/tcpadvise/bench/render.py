@@ -441,9 +441,10 @@ def servers_notes(results: dict) -> list[str]:
     ]
     if widths["requests_per_s"] and widths["cpu_us_per_request"]:
         lines.append(
-            "So CPU/request is the figure that resolves a 1% goal: in this run the baselines' 95% intervals "
+            "So CPU/request is the figure to read against a 1% goal: in this run the baselines' 95% intervals "
             f"are ±{_spread(widths['cpu_us_per_request'])} of their medians for CPU/request, "
-            f"±{_spread(widths['requests_per_s'])} for requests/s."
+            f"±{_spread(widths['requests_per_s'])} for requests/s; a difference within a server's interval is "
+            "not resolved (more runs, or a quieter machine, narrow it)."
         )
     return lines
 

@@ -925,8 +925,15 @@ def bench_command(
                      file, sendfile off) and PostgreSQL (pgbench -C -S) on
                      loopback, each server under no shim (baseline),
                      observe, adaptive cork and coalesce and their fixed
-                     forms; requests/s as the client counts them, against
-                     the baseline (goal: adaptive within 1%). Then 15 x 2 B
+                     forms; requests/s as the client counts them, and
+                     the CPU time the server's whole process tree spent
+                     per request while the client ran (from a cgroup the
+                     server runs in: v2 cpu.stat, else v1 cpuacct; needs
+                     root, else left out with the reason), each against
+                     the baseline (goal: adaptive within 1%; the CPU time
+                     moves less from run to run than requests/s, which
+                     also moves with how the CPUs are shared: it is the
+                     figure to read against 1%). Then 15 x 2 B
                      writes and a 16 B header then a 1000 B body under the
                      same policies and as one writev (goal: adaptive within
                      5% of writev). Each server run lasts --seconds
