@@ -84,7 +84,9 @@ def test_every_server_run_has_its_cpu_time_per_request(servers_run):
             seconds = arm["requests"][0] / arm["requests_per_s"]["median"]
             assert 0 < cpu["median"] < os.cpu_count() * seconds * 1e6 / arm["requests"][0] * 2, (name, policy)
         assert server["arms"]["baseline"]["cpu_vs_baseline"] == 1
-        assert all(arm["cpu_vs_baseline"] > 0 for arm in server["arms"].values())
+        assert server["arms"]["baseline"]["cpu_vs_baseline_paired"]["median"] == 1
+        assert all(arm["cpu_vs_baseline"] > 0 and arm["cpu_vs_baseline_paired"]["median"] > 0
+                   for arm in server["arms"].values())
     # Every group the runs made is gone.
     assert [path.name for path in accounting.directory.iterdir() if path.name.startswith("tcpadvise-bench-")] == []
 
@@ -153,11 +155,16 @@ def test_the_goal_lines_follow_the_figures(servers_run):
     assert any(line.startswith(f"{name}: adaptive cork 98.0%") and "cork not within 1%" in line
                for line in goals(changed))
     if changed["suites"]["servers"]["cpu_source"] is not None:
-        arms["cork"]["cpu_vs_baseline"], arms["coalesce"]["cpu_vs_baseline"] = 1.004, 1.02
+        # The verdict reads the interval of the runs' ratios to the baseline's: inside the goal, above it, across it.
+        for policy, (low, median, high) in (("cork", (0.998, 1.004, 1.009)), ("coalesce", (1.012, 1.02, 1.03))):
+            arms[policy]["cpu_vs_baseline_paired"].update(ci_low=low, median=median, ci_high=high)
         line = next(line for line in goals(changed) if "CPU time per request" in line)
-        assert line.startswith(f"{name}: adaptive cork 100.4% and coalesce 102.0% of the baseline's CPU time per "
-                               "request (medians; the baseline's 95% interval ±")
-        assert line.endswith("); coalesce not within 1%.")
+        assert line == (f"{name}: adaptive cork 100.4% [99.8-100.9%] and coalesce 102.0% [101.2-103.0%] of the "
+                        "baseline's CPU time per request (each run against the baseline's run of its round: median "
+                        "[95% CI]); cork within 1%; coalesce not within 1%.")
+        arms["coalesce"]["cpu_vs_baseline_paired"]["ci_low"] = 1.005
+        assert next(line for line in goals(changed) if "CPU time per request" in line).endswith(
+            "cork within 1%; coalesce not resolved at 1%.")
     client = changed["suites"]["servers"]["clients"]["nagle"]["arms"]
     client["cork"]["vs_writev"], client["coalesce"]["vs_writev"] = 1.2, 1.01
     line = next(line for line in goals(changed) if line.startswith("nagle:"))
@@ -178,7 +185,7 @@ def test_without_a_cgroup_the_cpu_column_is_left_out_and_the_reason_said(servers
     suite["left_out"].append(reason)
     for server in suite["servers"].values():
         for arm in server["arms"].values():
-            arm["cpu_us_per_request"] = arm["cpu_vs_baseline"] = None
+            arm["cpu_us_per_request"] = arm["cpu_vs_baseline"] = arm["cpu_vs_baseline_paired"] = None
     assert schemas.errors(changed["schema"], changed) == []
     text = summary_text(changed, 100)
     assert "CPU/request" not in text and "CPU of baseline" not in text and servers_notes(changed) == []

@@ -461,6 +461,9 @@ class Servers:
             arms = {policy: _throughput(documents[f"{server.name}:{policy}"]) for policy in POLICIES}
             _relative_to(arms, "baseline", "requests_per_s", "vs_baseline")
             _relative_to(arms, "baseline", "cpu_us_per_request", "cpu_vs_baseline")
+            baseline = documents[f"{server.name}:baseline"]
+            for policy, arm in arms.items():
+                arm["cpu_vs_baseline_paired"] = _paired_cpu_ratio(documents[f"{server.name}:{policy}"], baseline)
             servers[server.name] = {"title": server.title, "arms": arms}
         clients = {}
         for client in self.clients:
@@ -489,13 +492,26 @@ def _throughput(runs: list[dict]) -> dict:
     """The runs' requests per second and the server's CPU time per request (us), one sample a run of each,
     the requests each run made and the traces each run's server wrote."""
     rate = summarize([[run["requests_per_s"]] for run in runs])
-    cpu = summarize([[run["cpu_ns"] / 1e3 / run["requests"]] for run in runs if run["cpu_ns"] is not None])
+    cpu = summarize([[value] for run in runs if (value := _cpu_us_per_request(run)) is not None])
     return {
         "requests_per_s": rate.as_dict() if rate else None,
         "cpu_us_per_request": cpu.as_dict() if cpu else None,
         "requests": [run["requests"] for run in runs],
         "traces": [run["traces"] for run in runs],
     }
+
+
+def _cpu_us_per_request(run: dict) -> float | None:
+    return run["cpu_ns"] / 1e3 / run["requests"] if run["cpu_ns"] is not None else None
+
+
+def _paired_cpu_ratio(runs: list[dict], baseline: list[dict]) -> dict | None:
+    """Each run's CPU time per request over the baseline's run of the same round (the arms run one after the
+    other, round by round: a machine's load that drifts over minutes weighs on both alike), summarised."""
+    ratios = [[ours / theirs] for run, base in zip(runs, baseline)
+              if (ours := _cpu_us_per_request(run)) is not None and (theirs := _cpu_us_per_request(base))]
+    summary = summarize(ratios)
+    return summary.as_dict() if summary else None
 
 
 def _relative_to(arms: dict[str, dict], reference: str, figure: str, field: str) -> None:
