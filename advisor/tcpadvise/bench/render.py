@@ -422,33 +422,35 @@ def _half_width(summary: dict | None) -> float | None:
 
 
 def servers_notes(results: dict) -> list[str]:
-    """What the servers' CPU time per request is, and why it is the figure that resolves the 1% goal."""
+    """What the servers' CPU time per request is, why it is the figure to read against the 1% goal, and how
+    finely this run resolves it."""
     result = results["suites"].get("servers")
     if result is None or not result["servers"] or result.get("cpu_source") is None:
         return []
+    baselines = [server["arms"]["baseline"] for server in result["servers"].values()]
     widths = {
-        figure: [width for server in result["servers"].values()
-                 if (width := _half_width(server["arms"]["baseline"][figure])) is not None]
+        figure: [width for arm in baselines if (width := _half_width(arm[figure])) is not None]
         for figure in ("requests_per_s", "cpu_us_per_request")
     }
-    lines = [
+    several = all(arm["requests_per_s"] and arm["requests_per_s"]["runs"] > 1 for arm in baselines)
+    resolution = (
+        f"in this run the baselines' 95% intervals are ±{_spread(widths['cpu_us_per_request'])} of their medians "
+        f"for CPU/request, ±{_spread(widths['requests_per_s'])} for requests/s; a difference within a server's "
+        "interval is not resolved (more runs, or a quieter machine, narrow it)"
+        if several and widths["requests_per_s"] and widths["cpu_us_per_request"]
+        else "with one run an arm there is no interval to say how finely it resolves a difference (--runs 5 or more)"
+    )
+    return [
         "CPU/request: the CPU time the server's whole process tree spent while the client ran (every process "
         "and thread, the ones that exited during the run too, as PostgreSQL's backend per connection), over "
         f"the requests the client made; from a cgroup the server ran in ({result['cpu_source']}). The "
         "server's start is not in it. What the shim adds is work in the server's own processes: this counts "
         "it, where requests/s also moves with how the CPUs are shared between the client, the server and "
         "anything else running.",
+        f"So CPU/request is the figure to read against a 1% goal: {resolution}. The goal lines compare each run "
+        "with the baseline's run of the same round (the arms run one after the other, round by round), which "
+        "takes out a load that drifts over minutes.",
     ]
-    if widths["requests_per_s"] and widths["cpu_us_per_request"]:
-        lines.append(
-            "So CPU/request is the figure to read against a 1% goal: in this run the baselines' 95% intervals "
-            f"are ±{_spread(widths['cpu_us_per_request'])} of their medians for CPU/request, "
-            f"±{_spread(widths['requests_per_s'])} for requests/s; a difference within a server's interval is "
-            "not resolved (more runs, or a quieter machine, narrow it). The goal lines compare each run with the "
-            "baseline's run of the same round (the arms run one after the other, round by round), which takes "
-            "out a load that drifts over minutes."
-        )
-    return lines
 
 
 def _spread(fractions: list[float]) -> str:
