@@ -13,17 +13,23 @@
 
 namespace tcpadvise {
 
-JsonWriter::~JsonWriter() { PrivateFree(buffer_); }
+JsonWriter::~JsonWriter() {
+  if (owned_) PrivateFree(buffer_);
+}
 
 void JsonWriter::Append(const char* text, size_t len) {
   if (failed_) return;
   if (size_ + len > capacity_) {
     size_t capacity = capacity_ ? capacity_ * 2 : 16384;
     while (capacity < size_ + len) capacity *= 2;
-    char* grown = static_cast<char*>(PrivateRealloc(buffer_, capacity));
+    char* grown = static_cast<char*>(owned_ ? PrivateRealloc(buffer_, capacity) : PrivateAlloc(capacity));
     if (grown == nullptr) {
       failed_ = true;
       return;
+    }
+    if (!owned_) {
+      memcpy(grown, buffer_, size_);
+      owned_ = true;
     }
     buffer_ = grown;
     capacity_ = capacity;

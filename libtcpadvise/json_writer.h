@@ -1,5 +1,6 @@
-// JsonWriter: builds a JSON document in a buffer from the private heap, with
-// commas placed automatically. Used only when a trace is written, never on
+// JsonWriter: builds a JSON document in a buffer the caller lends it, then
+// (once that is full) in one from the private heap, with commas placed
+// automatically. Used only when a trace is written, never on
 // the hot path.
 #ifndef TCPADVISE_JSON_WRITER_H_
 #define TCPADVISE_JSON_WRITER_H_
@@ -20,6 +21,8 @@ size_t FormatDouble(double value, char* out, size_t size);
 class JsonWriter {
  public:
   JsonWriter() = default;
+  // JsonWriter(initial, capacity) writes into initial until it is full.
+  JsonWriter(char* initial, size_t capacity) : buffer_(initial), capacity_(capacity), owned_(false) {}
   ~JsonWriter();
   JsonWriter(const JsonWriter&) = delete;
   JsonWriter& operator=(const JsonWriter&) = delete;
@@ -67,6 +70,7 @@ class JsonWriter {
   size_t size_ = 0;
   size_t capacity_ = 0;
   bool failed_ = false;
+  bool owned_ = true;  // buffer_ is the private heap's
   // needs_comma_ is one bit per nesting level: whether a value was written.
   uint64_t needs_comma_ = 0;
   int depth_ = 0;

@@ -34,6 +34,21 @@ TEST(JsonWriterTest, NestsWithCommas) {
   EXPECT_EQ(Text(w), R"({"a":1,"b":[-2,true,{}],"c":0.5})");
 }
 
+TEST(JsonWriterTest, WritesInALentBufferThenMovesToTheHeapWhenItIsFull) {
+  char lent[8];
+  memset(lent, 'x', sizeof(lent));
+  JsonWriter w(lent, 4);
+  w.BeginArray();
+  w.Uint(12);
+  ASSERT_EQ(w.data(), lent);  // "[12" fits
+  w.String("a string longer than the lent buffer");
+  w.EndArray();
+  ASSERT_FALSE(w.failed());
+  EXPECT_NE(w.data(), lent);
+  EXPECT_EQ(Text(w), R"([12,"a string longer than the lent buffer"])");
+  EXPECT_EQ(std::string(lent, 8), "[12,xxxx");  // written up to its capacity, never beyond
+}
+
 TEST(JsonWriterTest, EscapesStringsAndWritesNonFiniteNumbersAsFiniteOnes) {
   JsonWriter w;
   w.BeginArray();

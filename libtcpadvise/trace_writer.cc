@@ -28,6 +28,14 @@ namespace tcpadvise {
 namespace {
 
 pthread_mutex_t g_writer_mutex = PTHREAD_MUTEX_INITIALIZER;
+// g_trace_buffer holds a trace while it is written (under g_writer_mutex):
+// most traces fit, and are written without the private heap. A forked
+// child's trace would otherwise take a large block from the heap, which
+// writes a dozen pages of jemalloc's metadata, copied, in every child, and
+// the snapshot thread stays out of the heap (private_alloc.cc: a fork skips
+// jemalloc's fork handlers while one thread uses it). Untouched, it costs a
+// process address space only.
+char g_trace_buffer[16384];
 bool g_final_written = false;
 bool g_warned = false;
 
@@ -527,7 +535,7 @@ void WriteTrace(bool final) {
     UnlockTraceWriter();
     return;
   }
-  JsonWriter w;
+  JsonWriter w(g_trace_buffer, sizeof(g_trace_buffer));
   CallSitesPrepare();
   g_table.Lock();
   const bool any = SerializeTrace(&w, final);
