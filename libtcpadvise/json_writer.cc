@@ -167,8 +167,18 @@ size_t FormatDouble(double value, char* out, size_t size) {
 
 void JsonWriter::Double(double value) {
   BeforeValue();
-  char text[40];
-  Append(text, FormatDouble(value, text, sizeof(text)));
+  // Bit for bit the same double (memcmp: -0.0 is not 0.0) prints the same.
+  if (last_double_length_ == 0 || memcmp(&value, &last_double_, sizeof(value)) != 0) {
+    last_double_ = value;
+    last_double_length_ = FormatDouble(value, last_double_text_, sizeof(last_double_text_));
+  }
+  Append(last_double_text_, last_double_length_);
+}
+
+void JsonWriter::Whole(double value) {
+  // NaN and negatives as 0; 2^64 and above as 2^64 - 1.
+  const uint64_t whole = !(value > 0) ? 0 : value >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(value + 0.5);
+  Uint(whole);
 }
 
 void JsonWriter::Bool(bool value) {

@@ -49,6 +49,11 @@ class JsonWriter {
   void Int(int64_t value);
   void Double(double value);
   void Bool(bool value);
+  // JsonWriter::Whole writes value rounded to the nearest whole number as an
+  // integer (to_chars, no printf), clamped to [0, 2^64 - 1]: for figures
+  // whose fractions mean nothing, such as times in ns converted from clock
+  // ticks.
+  void Whole(double value);
 
   const char* data() const { return buffer_; }
   size_t size() const { return size_; }
@@ -71,6 +76,11 @@ class JsonWriter {
   size_t capacity_ = 0;
   bool failed_ = false;
   bool owned_ = true;  // buffer_ is the private heap's
+  // The last double written and its text: a trace writes its histograms'
+  // scale (ns per clock tick) over and over.
+  double last_double_ = 0;
+  char last_double_text_[40];
+  size_t last_double_length_ = 0;
   // needs_comma_ is one bit per nesting level: whether a value was written.
   uint64_t needs_comma_ = 0;
   int depth_ = 0;

@@ -49,6 +49,28 @@ TEST(JsonWriterTest, WritesInALentBufferThenMovesToTheHeapWhenItIsFull) {
   EXPECT_EQ(std::string(lent, 8), "[12,xxxx");  // written up to its capacity, never beyond
 }
 
+TEST(JsonWriterTest, WholeRoundsToTheNearestIntegerWithinZeroTo2To64) {
+  JsonWriter w;
+  w.BeginArray();
+  for (const double v : {0.0, 0.49, 0.5, 1234.4999, 1234.5, 3e9 + 0.7, -5.0, double{NAN}, 1e30, 18446744073709549568.0}) {
+    w.Whole(v);
+  }
+  w.EndArray();
+  ASSERT_FALSE(w.failed());
+  EXPECT_EQ(Text(w), "[0,0,1,1234,1235,3000000001,0,0,18446744073709551615,18446744073709549568]");
+}
+
+TEST(JsonWriterTest, ARepeatedDoubleIsWrittenTheSame) {
+  JsonWriter w;
+  w.BeginArray();
+  for (const double v : {0.3448275862068966, 0.3448275862068966, 2.5, 0.3448275862068966, 0.0, -0.0, 0.0}) {
+    w.Double(v);
+  }
+  w.EndArray();
+  ASSERT_FALSE(w.failed());
+  EXPECT_EQ(Text(w), "[0.3448275862068966,0.3448275862068966,2.5,0.3448275862068966,0,-0,0]");
+}
+
 TEST(JsonWriterTest, EscapesStringsAndWritesNonFiniteNumbersAsFiniteOnes) {
   JsonWriter w;
   w.BeginArray();

@@ -214,7 +214,7 @@ void EmitPolicy(JsonWriter* w, const SocketState& s, double ns_per_tick) {
   w->Key("max_bytes_held");
   w->Uint(c.max_bytes_held.Get());
   w->Key("longest_hold_ns");
-  w->Double(static_cast<double>(c.longest_hold_ticks.Get()) * ns_per_tick);
+  w->Whole(static_cast<double>(c.longest_hold_ticks.Get()) * ns_per_tick);
   w->Key("corks");
   w->Uint(c.corks.Get());
   if (p.adaptive && (p.cork || p.coalesce)) {
@@ -266,7 +266,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("shape");
   w->String(ShapeKindName(KindOfShape(open ? ShapeOf(st) : s.id.shape)));
   w->Key("duration_ns");
-  w->Double(static_cast<double>(open ? now - s.opened_ticks : s.lifetime_ticks) * ns_per_tick);
+  w->Whole(static_cast<double>(open ? now - s.opened_ticks : s.lifetime_ticks) * ns_per_tick);
   w->Key("role");
   w->String(RoleName(s.id.role));
   w->Key("family");
@@ -320,9 +320,9 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   // calls, blocked on a full send buffer for the most part when it is large.
   const HistogramSummary sampled = st.write_ticks.Summary();
   w->Key("syscall_ns_total_est");
-  w->Double(sampled.count == 0 ? 0.0
-                               : static_cast<double>(sampled.sum) * ns_per_tick *
-                                     static_cast<double>(st.write_calls.Get()) / static_cast<double>(sampled.count));
+  w->Whole(sampled.count == 0 ? 0.0
+                              : static_cast<double>(sampled.sum) * ns_per_tick *
+                                    static_cast<double>(st.write_calls.Get()) / static_cast<double>(sampled.count));
   EmitHistogram(w, "gap_ns", "ns", st.gap_ticks, ns_per_tick);
   w->EndObject();
 
