@@ -69,9 +69,15 @@ bool g_fork_runs_heap_handlers = false;
   pthread_mutex_unlock(&g_heap_start);
 }
 
+// t_heap_calls counts this thread's calls into the heap, and
+// t_heap_calls_warmed what it was when WarmThreadCache last ran.
+__thread unsigned long t_heap_calls = 0;
+__thread unsigned long t_heap_calls_warmed = ~0ul;
+
 // EnterHeap comes before every call into jemalloc.
 inline void EnterHeap() {
   if (__builtin_expect(!t_heap_user || !g_heap_started.load(std::memory_order_acquire), 0)) JoinHeap();
+  ++t_heap_calls;
 }
 
 // kWarmSizes are what a forked child of a server allocates first: a
@@ -83,13 +89,19 @@ constexpr size_t kWarmSizes[] = {64, 112, 1024};
 // that this thread's jemalloc cache holds some of each when it forks: the
 // child's first blocks then come from the cache it inherits (a page or two
 // written) rather than from the arena, which would set up a slab there and
-// write some 15 pages of jemalloc's metadata, copied, in every child. Called
-// under g_heap_start by the heap's only thread, in the fork handler.
+// write some 15 pages of jemalloc's metadata, copied, in every child. A
+// thread that made no call into the heap since it last warmed its cache has
+// the cache it left (jemalloc trims a cache only as its thread allocates):
+// it writes nothing (the pages it would write are shared with the last
+// child, and each write would copy one). Called under g_heap_start by the
+// heap's only thread, in the fork handler.
 void WarmThreadCache() {
+  if (t_heap_calls == t_heap_calls_warmed) return;
   HeapSection section;
   for (const size_t size : kWarmSizes) {
     if (void* p = mallocx(size, 0)) dallocx(p, 0);
   }
+  t_heap_calls_warmed = t_heap_calls;
 }
 
 }  // namespace
