@@ -18,6 +18,10 @@ namespace tcpadvise {
 // as the nearest finite one (NaN as 0). Returns the length.
 size_t FormatDouble(double value, char* out, size_t size);
 
+// RoundToFifteenDigits is value rounded to 15 significant digits (as it is
+// outside 1e-4 to 1e15), which FormatDouble then writes without printf.
+double RoundToFifteenDigits(double value);
+
 class JsonWriter {
  public:
   JsonWriter() = default;
