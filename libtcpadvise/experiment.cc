@@ -387,6 +387,8 @@ void EmitExperiment(JsonWriter* w, const ExperimentConfig& e, double ns_per_tick
 }
 
 void ResetExperimentInChild() {
+  // No draw, no experiment state: the child need not copy its pages.
+  if (g_draws == 0) return;
   for (int i = 0; i < kMaxArms; ++i) {
     g_closed[i].Reset();
     g_stops[i] = ArmStop();

@@ -73,12 +73,13 @@ namespace {
 // those of `buckets` plus extra_count values of extra_value.
 void EmitHistogramParts(JsonWriter* w, const char* key, const char* unit, const HistogramSummary& s,
                         const Histogram& buckets, double scale, uint64_t extra_count, uint64_t extra_value) {
-  // Whole units are written as integers; scaled ones (ticks as ns) as doubles.
+  // Whole units are written as integers; scaled ones (ticks as ns) rounded
+  // to whole ns, finer than any clock the shim reads.
   auto value = [w, scale](uint64_t v) {
     if (scale == 1.0) {
       w->Uint(v);
     } else {
-      w->Double(static_cast<double>(v) * scale);
+      w->Whole(static_cast<double>(v) * scale);
     }
   };
   auto bucket = [w](int index, uint64_t n) {

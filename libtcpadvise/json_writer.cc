@@ -13,17 +13,23 @@
 
 namespace tcpadvise {
 
-JsonWriter::~JsonWriter() { PrivateFree(buffer_); }
+JsonWriter::~JsonWriter() {
+  if (owned_) PrivateFree(buffer_);
+}
 
 void JsonWriter::Append(const char* text, size_t len) {
   if (failed_) return;
   if (size_ + len > capacity_) {
     size_t capacity = capacity_ ? capacity_ * 2 : 16384;
     while (capacity < size_ + len) capacity *= 2;
-    char* grown = static_cast<char*>(PrivateRealloc(buffer_, capacity));
+    char* grown = static_cast<char*>(owned_ ? PrivateRealloc(buffer_, capacity) : PrivateAlloc(capacity));
     if (grown == nullptr) {
       failed_ = true;
       return;
+    }
+    if (!owned_) {
+      memcpy(grown, buffer_, size_);
+      owned_ = true;
     }
     buffer_ = grown;
     capacity_ = capacity;
@@ -127,6 +133,65 @@ void JsonWriter::Int(int64_t value) {
   Append(text, static_cast<size_t>(std::to_chars(text, text + sizeof(text), value).ptr - text));
 }
 
+namespace {
+
+// kPowersOfTen are exact doubles (10^22 is the last).
+constexpr double kPowersOfTen[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                   1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+// FifteenDigits finds D, value's 15 significant digits, and k, with
+// |value| * 10^k rounded to D (1e14 <= D < 1e15), for 1e-4 <= |value| < 1e15
+// (the values printf's %.15g writes without an exponent); false otherwise.
+bool FifteenDigits(double value, uint64_t* digits, int* k) {
+  const double a = value < 0 ? -value : value;
+  if (!(a >= 1e-4 && a < 1e15)) return false;
+  int point = 15;  // digits before the decimal point: 10^(point - 1) <= a
+  while (point > 0 && a < kPowersOfTen[point - 1]) --point;
+  *k = 15 - point;
+  if (point == 0) {  // a < 1: one more for each zero after the point
+    while (*k < 18 && a * kPowersOfTen[*k - 14] < 1) ++*k;
+  }
+  *digits = static_cast<uint64_t>(a * kPowersOfTen[*k] + 0.5);
+  if (*digits >= 1000000000000000ull && *k > 0) {  // rounded up to 16 digits
+    --*k;
+    *digits = static_cast<uint64_t>(a * kPowersOfTen[*k] + 0.5);
+  }
+  return *digits >= 100000000000000ull && *digits < 1000000000000000ull;
+}
+
+// FormatFifteenDigits writes value as printf's %.15g does, without printf
+// (which formats with multi-precision arithmetic in a large stack frame: a
+// forked child's trace paid some pages of stack for it), when those 15
+// digits read back exactly and need no exponent; returns 0 otherwise. D
+// read back is D / 10^k, rounded once (both are exact doubles: D < 2^53,
+// k <= 22), as strtod rounds.
+size_t FormatFifteenDigits(double value, char* out) {
+  uint64_t digits = 0;
+  int k = 0;
+  if (!FifteenDigits(value, &digits, &k)) return 0;
+  if (static_cast<double>(digits) / kPowersOfTen[k] != (value < 0 ? -value : value)) return 0;
+  char text[16];
+  std::to_chars(text, text + sizeof(text), digits);
+  const int before = 15 - k;  // digits before the point; 0 or less: "0.", -before zeros, the digits
+  int last = 14;              // the last digit written: zeros that end the fraction are not
+  while (last >= before && text[last] == '0') --last;
+  size_t n = 0;
+  if (value < 0) out[n++] = '-';
+  if (before <= 0) {
+    out[n++] = '0';
+    out[n++] = '.';
+    for (int i = before; i < 0; ++i) out[n++] = '0';
+  }
+  for (int i = 0; i <= last; ++i) {
+    if (i == before && before > 0) out[n++] = '.';
+    out[n++] = text[i];
+  }
+  out[n] = '\0';
+  return n;
+}
+
+}  // namespace
+
 size_t FormatDouble(double value, char* out, size_t size) {
   if (isnan(value)) value = 0;
   if (isinf(value)) value = value > 0 ? DBL_MAX : -DBL_MAX;
@@ -136,6 +201,9 @@ size_t FormatDouble(double value, char* out, size_t size) {
     const size_t n = static_cast<size_t>(std::to_chars(out, out + size - 1, static_cast<int64_t>(value)).ptr - out);
     out[n] = '\0';
     return n;
+  }
+  if (size >= 24) {
+    if (const size_t n = FormatFifteenDigits(value, out)) return n;
   }
   // The fewest significant digits from 15 up that read back as value: 17
   // always do; most of the shim's figures need 15 or 16.
@@ -159,10 +227,28 @@ size_t FormatDouble(double value, char* out, size_t size) {
   return kept;
 }
 
+double RoundToFifteenDigits(double value) {
+  uint64_t digits = 0;
+  int k = 0;
+  if (!FifteenDigits(value, &digits, &k)) return value;
+  const double rounded = static_cast<double>(digits) / kPowersOfTen[k];
+  return value < 0 ? -rounded : rounded;
+}
+
 void JsonWriter::Double(double value) {
   BeforeValue();
-  char text[40];
-  Append(text, FormatDouble(value, text, sizeof(text)));
+  // Bit for bit the same double (memcmp: -0.0 is not 0.0) prints the same.
+  if (last_double_length_ == 0 || memcmp(&value, &last_double_, sizeof(value)) != 0) {
+    last_double_ = value;
+    last_double_length_ = FormatDouble(value, last_double_text_, sizeof(last_double_text_));
+  }
+  Append(last_double_text_, last_double_length_);
+}
+
+void JsonWriter::Whole(double value) {
+  // NaN and negatives as 0; 2^64 and above as 2^64 - 1.
+  const uint64_t whole = !(value > 0) ? 0 : value >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(value + 0.5);
+  Uint(whole);
 }
 
 void JsonWriter::Bool(bool value) {

@@ -1,5 +1,6 @@
-// JsonWriter: builds a JSON document in a buffer from the private heap, with
-// commas placed automatically. Used only when a trace is written, never on
+// JsonWriter: builds a JSON document in a buffer the caller lends it, then
+// (once that is full) in one from the private heap, with commas placed
+// automatically. Used only when a trace is written, never on
 // the hot path.
 #ifndef TCPADVISE_JSON_WRITER_H_
 #define TCPADVISE_JSON_WRITER_H_
@@ -17,9 +18,15 @@ namespace tcpadvise {
 // as the nearest finite one (NaN as 0). Returns the length.
 size_t FormatDouble(double value, char* out, size_t size);
 
+// RoundToFifteenDigits is value rounded to 15 significant digits (as it is
+// outside 1e-4 to 1e15), which FormatDouble then writes without printf.
+double RoundToFifteenDigits(double value);
+
 class JsonWriter {
  public:
   JsonWriter() = default;
+  // JsonWriter(initial, capacity) writes into initial until it is full.
+  JsonWriter(char* initial, size_t capacity) : buffer_(initial), capacity_(capacity), owned_(false) {}
   ~JsonWriter();
   JsonWriter(const JsonWriter&) = delete;
   JsonWriter& operator=(const JsonWriter&) = delete;
@@ -46,6 +53,11 @@ class JsonWriter {
   void Int(int64_t value);
   void Double(double value);
   void Bool(bool value);
+  // JsonWriter::Whole writes value rounded to the nearest whole number as an
+  // integer (to_chars, no printf), clamped to [0, 2^64 - 1]: for figures
+  // whose fractions mean nothing, such as times in ns converted from clock
+  // ticks.
+  void Whole(double value);
 
   const char* data() const { return buffer_; }
   size_t size() const { return size_; }
@@ -67,6 +79,12 @@ class JsonWriter {
   size_t size_ = 0;
   size_t capacity_ = 0;
   bool failed_ = false;
+  bool owned_ = true;  // buffer_ is the private heap's
+  // The last double written and its text: a trace writes its histograms'
+  // scale (ns per clock tick) over and over.
+  double last_double_ = 0;
+  char last_double_text_[40];
+  size_t last_double_length_ = 0;
   // needs_comma_ is one bit per nesting level: whether a value was written.
   uint64_t needs_comma_ = 0;
   int depth_ = 0;

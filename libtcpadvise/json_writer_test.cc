@@ -34,6 +34,43 @@ TEST(JsonWriterTest, NestsWithCommas) {
   EXPECT_EQ(Text(w), R"({"a":1,"b":[-2,true,{}],"c":0.5})");
 }
 
+TEST(JsonWriterTest, WritesInALentBufferThenMovesToTheHeapWhenItIsFull) {
+  char lent[8];
+  memset(lent, 'x', sizeof(lent));
+  JsonWriter w(lent, 4);
+  w.BeginArray();
+  w.Uint(12);
+  ASSERT_EQ(w.data(), lent);  // "[12" fits
+  w.String("a string longer than the lent buffer");
+  w.EndArray();
+  ASSERT_FALSE(w.failed());
+  EXPECT_NE(w.data(), lent);
+  EXPECT_EQ(Text(w), R"([12,"a string longer than the lent buffer"])");
+  EXPECT_EQ(std::string(lent, 8), "[12,xxxx");  // written up to its capacity, never beyond
+}
+
+TEST(JsonWriterTest, WholeRoundsToTheNearestIntegerWithinZeroTo2To64) {
+  JsonWriter w;
+  w.BeginArray();
+  for (const double v : {0.0, 0.49, 0.5, 1234.4999, 1234.5, 3e9 + 0.7, -5.0, double{NAN}, 1e30, 18446744073709549568.0}) {
+    w.Whole(v);
+  }
+  w.EndArray();
+  ASSERT_FALSE(w.failed());
+  EXPECT_EQ(Text(w), "[0,0,1,1234,1235,3000000001,0,0,18446744073709551615,18446744073709549568]");
+}
+
+TEST(JsonWriterTest, ARepeatedDoubleIsWrittenTheSame) {
+  JsonWriter w;
+  w.BeginArray();
+  for (const double v : {0.3448275862068966, 0.3448275862068966, 2.5, 0.3448275862068966, 0.0, -0.0, 0.0}) {
+    w.Double(v);
+  }
+  w.EndArray();
+  ASSERT_FALSE(w.failed());
+  EXPECT_EQ(Text(w), "[0.3448275862068966,0.3448275862068966,2.5,0.3448275862068966,0,-0,0]");
+}
+
 TEST(JsonWriterTest, EscapesStringsAndWritesNonFiniteNumbersAsFiniteOnes) {
   JsonWriter w;
   w.BeginArray();
@@ -88,6 +125,57 @@ TEST(JsonWriterTest, DoublesReadBackExactlyInTheFewestDigits) {
     FormatDouble(value, text, sizeof(text));
     ASSERT_EQ(strtod(text, nullptr), value) << text;
   }
+}
+
+// Values from 1e-4 to 1e15 whose 15 significant digits read back exactly
+// take a path of their own, without printf: the same text as printf's.
+TEST(JsonWriterTest, FifteenDigitValuesPrintAsPrintfDoes) {
+  std::mt19937_64 random(41);
+  int fifteen = 0;
+  for (int i = 0; i < 300000; ++i) {
+    // Random doubles from 1e-5 to 1e16, half of them with few digits (x.yz, as averages often are).
+    const double exponent = static_cast<double>(random() % 2100) / 100.0 - 5.0;
+    double value = pow(10.0, exponent) * (i % 2 ? 1 : -1);
+    if (i % 4 < 2) value = round(value * 1000.0) / 1000.0;
+    char text[40], expected[40];
+    FormatDouble(value, text, sizeof(text));
+    int digits = 15;
+    for (; digits <= 17; ++digits) {
+      snprintf(expected, sizeof(expected), "%.*g", digits, value);
+      if (strtod(expected, nullptr) == value) break;
+    }
+    fifteen += digits == 15;
+    ASSERT_STREQ(text, expected) << value;
+  }
+  EXPECT_GT(fifteen, 100000);  // the path was taken
+  const struct {
+    double value;
+    const char* text;
+  } cases[] = {{0.0001, "0.0001"}, {0.00012345, "0.00012345"}, {0.1, "0.1"}, {0.5, "0.5"}, {-2.5, "-2.5"},
+               {0.3448275862, "0.3448275862"}, {2899999.75, "2899999.75"}, {99999999999999.9, "99999999999999.9"},
+               {999999999999999.9, "999999999999999.9"}, {47.333, "47.333"}};
+  for (const auto& c : cases) {
+    char text[40];
+    FormatDouble(c.value, text, sizeof(text));
+    EXPECT_STREQ(text, c.text);
+  }
+}
+
+TEST(JsonWriterTest, AValueRoundedToFifteenDigitsPrintsInThem) {
+  std::mt19937_64 random(43);
+  for (int i = 0; i < 100000; ++i) {
+    const double value = 1e9 / static_cast<double>(random() % 4000000000ull + 1);  // ns per tick
+    const double rounded = RoundToFifteenDigits(value);
+    ASSERT_LE(fabs(rounded - value), value * 1e-14);
+    char text[40];
+    FormatDouble(rounded, text, sizeof(text));
+    ASSERT_EQ(strtod(text, nullptr), rounded) << text;
+    size_t digits = 0;  // significant digits: leading zeros are not
+    for (const char* p = text; *p != '\0'; ++p) digits += *p >= '0' && *p <= '9' && (digits > 0 || *p != '0');
+    ASSERT_LE(digits, 15u) << text;
+  }
+  EXPECT_EQ(RoundToFifteenDigits(5e-5), 5e-5);  // out of its range: as it is
+  EXPECT_EQ(RoundToFifteenDigits(-2.5), -2.5);
 }
 
 // Whole numbers and integers take a path of their own (to_chars): the same

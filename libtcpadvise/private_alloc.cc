@@ -40,9 +40,25 @@ std::atomic<ForkHandler> g_heap_postfork_child{nullptr};
 pthread_mutex_t g_heap_start = PTHREAD_MUTEX_INITIALIZER;
 std::atomic<bool> g_heap_started{false};
 
-// StartHeap sets jemalloc up, inside the caller's HeapSection.
-[[gnu::cold]] [[gnu::noinline]] void StartHeap() {
+// g_heap_users counts the threads that have entered the heap (t_heap_user),
+// under g_heap_start; it never goes down (a thread that ended may have been
+// inside jemalloc, freeing its thread cache, as it ended). Only such threads
+// can hold jemalloc's locks or have its per-thread state.
+__thread bool t_heap_user = false;
+unsigned g_heap_users = 0;
+
+// g_fork_runs_heap_handlers: the fork under way runs jemalloc's fork handlers
+// (set before it, under g_heap_start).
+bool g_fork_runs_heap_handlers = false;
+
+// JoinHeap counts this thread as the heap's and sets jemalloc up if it is
+// not yet, inside the caller's HeapSection.
+[[gnu::cold]] [[gnu::noinline]] void JoinHeap() {
   pthread_mutex_lock(&g_heap_start);
+  if (!t_heap_user) {
+    t_heap_user = true;
+    ++g_heap_users;
+  }
   if (!g_heap_started.load(std::memory_order_relaxed)) {
     void* first = mallocx(1, 0);
     if (first != nullptr) {
@@ -53,37 +69,96 @@ std::atomic<bool> g_heap_started{false};
   pthread_mutex_unlock(&g_heap_start);
 }
 
+// t_heap_calls counts this thread's calls into the heap, and
+// t_heap_calls_warmed what it was when WarmThreadCache last ran.
+__thread unsigned long t_heap_calls = 0;
+__thread unsigned long t_heap_calls_warmed = ~0ul;
+
+// EnterHeap comes before every call into jemalloc.
+inline void EnterHeap() {
+  if (__builtin_expect(!t_heap_user || !g_heap_started.load(std::memory_order_acquire), 0)) JoinHeap();
+  ++t_heap_calls;
+}
+
+// kWarmSizes are what a forked child of a server allocates first: a
+// histogram's first two table levels (64 and 112 B: sparse_counters.h) and a
+// socket's entry (1 KiB: socket_table.cc).
+constexpr size_t kWarmSizes[] = {64, 112, 1024};
+
+// WarmThreadCache allocates and frees one block of each of kWarmSizes, so
+// that this thread's jemalloc cache holds some of each when it forks: the
+// child's first blocks then come from the cache it inherits (a page or two
+// written) rather than from the arena, which would set up a slab there and
+// write some 15 pages of jemalloc's metadata, copied, in every child. A
+// thread that made no call into the heap since it last warmed its cache has
+// the cache it left (jemalloc trims a cache only as its thread allocates):
+// it writes nothing (the pages it would write are shared with the last
+// child, and each write would copy one). Called under g_heap_start by the
+// heap's only thread, in the fork handler.
+void WarmThreadCache() {
+  if (t_heap_calls == t_heap_calls_warmed) return;
+  HeapSection section;
+  for (const size_t size : kWarmSizes) {
+    if (void* p = mallocx(size, 0)) dallocx(p, 0);
+  }
+  t_heap_calls_warmed = t_heap_calls;
+}
+
 }  // namespace
 
 void* PrivateAlloc(size_t size) {
   HeapSection section;
-  if (__builtin_expect(!g_heap_started.load(std::memory_order_acquire), 0)) StartHeap();
+  EnterHeap();
   return mallocx(size ? size : 1, MALLOCX_ZERO);
 }
 
 void* PrivateRealloc(void* p, size_t size) {
   if (p == nullptr) return PrivateAlloc(size);
   HeapSection section;
+  EnterHeap();
   return rallocx(p, size ? size : 1, 0);
 }
 
 void PrivateFree(void* p) {
+  if (p == nullptr) return;
   HeapSection section;
-  if (p != nullptr) dallocx(p, 0);
+  EnterHeap();
+  dallocx(p, 0);
 }
 
 void PrivateHeapBeforeFork() {
   pthread_mutex_lock(&g_heap_start);
+  // jemalloc's fork handlers lock every one of its mutexes before the fork;
+  // after it the parent unlocks them and the child re-initialises them and
+  // forgets the other threads' caches: some 30 pages written on each side,
+  // copied, at every fork. When no thread but this one has entered the heap,
+  // and this one is not inside it (a signal handler's fork), no thread can
+  // hold a mutex nor have a cache, and the child's heap is already what the
+  // handlers would make it: they are skipped. A thread entering the heap
+  // meanwhile waits for g_heap_start, held across the fork.
+  const bool run = g_heap_users > (t_heap_user ? 1u : 0u) || t_in_private_heap;
+  if (g_fork_runs_heap_handlers != run) g_fork_runs_heap_handlers = run;
+  if (!run) {
+    if (t_heap_user && g_heap_started.load(std::memory_order_relaxed)) WarmThreadCache();
+    return;
+  }
   if (const ForkHandler prefork = g_heap_prefork.load(std::memory_order_acquire)) prefork();
 }
 
 void PrivateHeapAfterForkInParent() {
-  if (const ForkHandler parent = g_heap_postfork_parent.load(std::memory_order_acquire)) parent();
+  if (g_fork_runs_heap_handlers) {
+    if (const ForkHandler parent = g_heap_postfork_parent.load(std::memory_order_acquire)) parent();
+  }
   pthread_mutex_unlock(&g_heap_start);
 }
 
 void PrivateHeapAfterForkInChild() {
-  if (const ForkHandler child = g_heap_postfork_child.load(std::memory_order_acquire)) child();
+  if (g_fork_runs_heap_handlers) {
+    if (const ForkHandler child = g_heap_postfork_child.load(std::memory_order_acquire)) child();
+  }
+  // The child's one thread is this one.
+  const unsigned users = t_heap_user ? 1 : 0;
+  if (g_heap_users != users) g_heap_users = users;
   pthread_mutex_init(&g_heap_start, nullptr);
 }
 
@@ -106,9 +181,11 @@ extern "C" int tcpadvise_jemalloc_atfork(void (*prepare)(), void (*parent)(), vo
 // application's own jemalloc, if any) says: jemalloc reads this setting after
 // the environment's. Its exp, log and round are renamed to these
 // (libtcpadvise/CMakeLists.txt), never called, so that the shim does not load
-// libm into every process.
+// libm into every process. Its background threads stay off too: they would
+// enter the heap unseen by g_heap_users, and a fork must then run
+// jemalloc's fork handlers.
 extern "C" {
-const char* malloc_conf_2_conf_harder = "prof:false";
+const char* malloc_conf_2_conf_harder = "prof:false,background_thread:false";
 double tcpadvise_jemalloc_exp(double) { __builtin_trap(); }
 double tcpadvise_jemalloc_log(double) { __builtin_trap(); }
 double tcpadvise_jemalloc_round(double) { __builtin_trap(); }

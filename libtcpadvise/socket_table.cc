@@ -221,8 +221,12 @@ void SocketTable::ResetInChild() {
     s->inherited = true;
     if (s->policy_state != nullptr) ResetPolicyInChild(s->policy_state);
   }
+  // The group table is 16 KiB: a child reads only as far as its last group.
+  int groups_left = group_count_;
   for (SocketState*& g : groups_) {
+    if (groups_left == 0) break;
     if (g == nullptr) continue;
+    --groups_left;
     g->next_free = free_list_;
     free_list_ = g;
     g = nullptr;

@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <set>
+
 namespace tcpadvise {
 namespace {
 
@@ -80,6 +82,24 @@ TEST_F(SocketTableTest, GroupTableIsBoundedByTheOverflowGroup) {
   }
   EXPECT_EQ(GroupCount(table_), kMaxGroups + 1);
   EXPECT_EQ(table_.groups_dropped(), 50u);
+}
+
+TEST_F(SocketTableTest, AForkChildStartsWithNoGroupsAndReusesTheirEntries) {
+  std::set<SocketState*> entries;
+  for (uint32_t peer = 1; peer <= 3; ++peer) {
+    entries.insert(table_.Track(1000, ServerSocket(8080, peer, 1)));
+    table_.Release(1000);
+  }
+  table_.Lock();
+  table_.ForEachGroup([&](SocketState* g) { entries.insert(g); });
+  table_.Unlock();
+  ASSERT_EQ(GroupCount(table_), 3);
+  table_.ResetInChild();
+  EXPECT_EQ(GroupCount(table_), 0);
+  // The three groups' entries and the socket's own go back to the free list.
+  for (int fd = 1000; fd < 1004; ++fd) {
+    EXPECT_EQ(entries.count(table_.Track(fd, ServerSocket(9090, 1, static_cast<uint16_t>(fd)))), 1u) << fd;
+  }
 }
 
 TEST_F(SocketTableTest, DupKeepsTheSocketUntilItsLastFdCloses) {

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <linux/sockios.h>
+#include <linux/sock_diag.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -69,14 +70,25 @@ static bool ReadIntOption(int fd, int level, int name, int* value) {
   return getsockopt(fd, level, name, value, &len) == 0;
 }
 
+// ReadBuffers reads the socket's SO_SNDBUF and SO_RCVBUF in one call when
+// the kernel has SO_MEMINFO (4.12 on): the same sk_sndbuf and sk_rcvbuf.
+static bool ReadBuffers(int fd, int* sndbuf, int* rcvbuf) {
+  uint32_t meminfo[SK_MEMINFO_VARS] = {};
+  socklen_t len = sizeof(meminfo);
+  if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, meminfo, &len) == 0 && len > SK_MEMINFO_SNDBUF * sizeof(uint32_t)) {
+    *sndbuf = static_cast<int>(meminfo[SK_MEMINFO_SNDBUF]);
+    *rcvbuf = static_cast<int>(meminfo[SK_MEMINFO_RCVBUF]);
+    return true;
+  }
+  return ReadIntOption(fd, SOL_SOCKET, SO_SNDBUF, sndbuf) && ReadIntOption(fd, SOL_SOCKET, SO_RCVBUF, rcvbuf);
+}
+
 bool ReadKernelOptions(int fd, KernelOptions* out) {
   ErrnoSaver errno_saver;
   int nodelay = 0, cork = 0;
   KernelOptions o;
   o.valid = ReadIntOption(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay) &&
-            ReadIntOption(fd, IPPROTO_TCP, TCP_CORK, &cork) &&
-            ReadIntOption(fd, SOL_SOCKET, SO_SNDBUF, &o.sndbuf) &&
-            ReadIntOption(fd, SOL_SOCKET, SO_RCVBUF, &o.rcvbuf);
+            ReadIntOption(fd, IPPROTO_TCP, TCP_CORK, &cork) && ReadBuffers(fd, &o.sndbuf, &o.rcvbuf);
   if (!o.valid) return false;
   o.nodelay = nodelay != 0;
   o.cork = cork != 0;

@@ -28,6 +28,14 @@ namespace tcpadvise {
 namespace {
 
 pthread_mutex_t g_writer_mutex = PTHREAD_MUTEX_INITIALIZER;
+// g_trace_buffer holds a trace while it is written (under g_writer_mutex):
+// most traces fit, and are written without the private heap. A forked
+// child's trace would otherwise take a large block from the heap, which
+// writes a dozen pages of jemalloc's metadata, copied, in every child, and
+// the snapshot thread stays out of the heap (private_alloc.cc: a fork skips
+// jemalloc's fork handlers while one thread uses it). Untouched, it costs a
+// process address space only.
+char g_trace_buffer[16384];
 bool g_final_written = false;
 bool g_warned = false;
 
@@ -206,7 +214,7 @@ void EmitPolicy(JsonWriter* w, const SocketState& s, double ns_per_tick) {
   w->Key("max_bytes_held");
   w->Uint(c.max_bytes_held.Get());
   w->Key("longest_hold_ns");
-  w->Double(static_cast<double>(c.longest_hold_ticks.Get()) * ns_per_tick);
+  w->Whole(static_cast<double>(c.longest_hold_ticks.Get()) * ns_per_tick);
   w->Key("corks");
   w->Uint(c.corks.Get());
   if (p.adaptive && (p.cork || p.coalesce)) {
@@ -258,7 +266,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("shape");
   w->String(ShapeKindName(KindOfShape(open ? ShapeOf(st) : s.id.shape)));
   w->Key("duration_ns");
-  w->Double(static_cast<double>(open ? now - s.opened_ticks : s.lifetime_ticks) * ns_per_tick);
+  w->Whole(static_cast<double>(open ? now - s.opened_ticks : s.lifetime_ticks) * ns_per_tick);
   w->Key("role");
   w->String(RoleName(s.id.role));
   w->Key("family");
@@ -312,9 +320,9 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   // calls, blocked on a full send buffer for the most part when it is large.
   const HistogramSummary sampled = st.write_ticks.Summary();
   w->Key("syscall_ns_total_est");
-  w->Double(sampled.count == 0 ? 0.0
-                               : static_cast<double>(sampled.sum) * ns_per_tick *
-                                     static_cast<double>(st.write_calls.Get()) / static_cast<double>(sampled.count));
+  w->Whole(sampled.count == 0 ? 0.0
+                              : static_cast<double>(sampled.sum) * ns_per_tick *
+                                    static_cast<double>(st.write_calls.Get()) / static_cast<double>(sampled.count));
   EmitHistogram(w, "gap_ns", "ns", st.gap_ticks, ns_per_tick);
   w->EndObject();
 
@@ -448,8 +456,12 @@ void WarnOnce(const char* what, const char* path) {
 }  // namespace
 
 bool SerializeTrace(JsonWriter* w, bool final) {
-  const double tsc_hz = g_runtime.tick_rate.TicksPerSecond();
-  const double ns_per_tick = 1e9 / tsc_hz;
+  // The clock's rate to the Hz, ns per tick to 15 significant digits: far
+  // finer than the rate is measured, and each written as it is, without
+  // printf (FormatDouble).
+  const double measured_hz = g_runtime.tick_rate.TicksPerSecond();
+  const double tsc_hz = measured_hz >= 1 ? static_cast<double>(static_cast<uint64_t>(measured_hz + 0.5)) : measured_hz;
+  const double ns_per_tick = RoundToFifteenDigits(1e9 / tsc_hz);
   bool any = false;
   g_table.ForEachLive([&](int, SocketState* s) { any = any || s->WorthReporting(); });
   g_table.ForEachGroup([&](SocketState*) { any = true; });
@@ -527,7 +539,7 @@ void WriteTrace(bool final) {
     UnlockTraceWriter();
     return;
   }
-  JsonWriter w;
+  JsonWriter w(g_trace_buffer, sizeof(g_trace_buffer));
   CallSitesPrepare();
   g_table.Lock();
   const bool any = SerializeTrace(&w, final);

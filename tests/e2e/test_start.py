@@ -9,6 +9,7 @@ are bench/start_cost.py's."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -155,3 +156,32 @@ def test_the_first_socket_loads_the_unwinder_and_the_policy_acts(tmp_path):
     (trace,) = [json.loads(path.read_text()) for path in out.glob("python*.json")]
     assert trace["call_sites"]["unwinder"] == "libunwind" and trace["call_sites"]["sampled_writes"] > 0
     assert trace["sockets"] and all(socket["policy"]["settings"]["cork"] for socket in trace["sockets"])
+
+
+@pytest.mark.skipif(bool(os.environ.get("TCPADVISE_PRELOAD_FIRST")),
+                    reason="a sanitizer's allocator is not fork-safe in a multithreaded process")
+def test_forks_while_threads_use_the_heap_do_not_hang(tmp_path):
+    # A fork skips jemalloc's fork handlers while the forking thread is the
+    # heap's only one (20 forks), and runs them once two more threads
+    # allocate and free in it as the forks come (40 forks): no child may
+    # inherit a heap lock held, and each writes its whole trace.
+    out = tmp_path / "out"
+    out.mkdir()
+    for attempt in range(5):
+        with subprocess.Popen([prog("forkheap")], env=shim_env(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True) as process:
+            try:
+                stdout, stderr = process.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)  # the hung children too
+                pytest.fail(f"run {attempt} hung")
+        assert process.returncode == 0 and stdout == "ok\n", stderr
+        traces = [json.loads(path.read_text()) for path in out.glob("forkheap.*.json")]
+        children = [t for t in traces if t["ppid"] != os.getpid()]
+        assert len(children) == 60, len(traces)
+        for trace in children:
+            # The child's own exchange: 40 writes each way, none of the parent's.
+            written = sum(s["writes"]["calls"] for s in trace["sockets"] if not s["inherited"])
+            assert written == 80, trace["sockets"]
+        for trace in out.iterdir():
+            trace.unlink()
