@@ -164,10 +164,16 @@ class SparseCounters {
   }
   static int ProbesOf(int level) { return SlotsOf(level) < kProbes ? SlotsOf(level) : kProbes; }
   // FilterBit hashes key apart from Home, so that neighbours in a level
-  // seldom share a bit.
+  // seldom share a bit: one of bits 0 to 62 (range-reduced from 12 bits of
+  // the hash); bit 63 of level 0's filter is kChunkTierFlag.
   static uint64_t FilterBit(int key) {
-    return uint64_t{1} << ((static_cast<uint32_t>(key + 1) * 0x9e3779b1u >> 20) & 63);
+    const uint32_t bits = (static_cast<uint32_t>(key + 1) * 0x9e3779b1u >> 14) & 0xfff;
+    return uint64_t{1} << ((bits * 63) >> 12);
   }
+  // kChunkTierFlag, in level 0's filter, says that the chunk tier exists:
+  // a hint (set once it is published, again after a Reset), so that an add
+  // looks in the chunks first only where there are some.
+  static constexpr uint64_t kChunkTierFlag = uint64_t{1} << 63;
   static Table* NextOf(const Table* t, int level) {
     return level + 1 < kTableLevels ? t->next.load(std::memory_order_acquire) : nullptr;
   }
@@ -198,12 +204,9 @@ class SparseCounters {
   }
 
   // AddBeyondInline counts n at a key the inline pairs do not hold: in its
-  // chunk if it has one, else AddToLevels. Kept small, so that a chunk's
-  // count costs a few loads and no saved registers.
+  // chunk if it has one, else in the table level that holds it, else
+  // through AddSlow.
   [[gnu::noinline]] void AddBeyondInline(int key, uint64_t n);
-  // AddToLevels counts n at key in the table levels from table (level 0)
-  // if one holds key, else through AddSlow.
-  [[gnu::noinline]] void AddToLevels(Table* table, int key, uint64_t n);
   [[gnu::noinline]] void AddSlow(int key, uint64_t n);
   void AddAt(int key, uint64_t n, bool may_allocate);
   // AddToTables finds or claims key's slot in the tables (adding levels if
@@ -237,36 +240,40 @@ inline T* PublishOnce(std::atomic<T*>* slot, size_t bytes, bool may_allocate) {
 
 template <int kInline, int kKeys>
 void SparseCounters<kInline, kKeys>::AddBeyondInline(int key, uint64_t n) {
+  Table* table = tables_.load(std::memory_order_acquire);
+  if (table == nullptr) return AddSlow(key, n);
   // Chunk first: a spread histogram's keys (a socket's times, hundreds of
   // buckets) mostly live in chunks, which hang on the last level, a few
   // loads away; probing the dense last levels before them cost some 150
-  // instructions an add. A histogram without chunks pays the walk down
-  // its levels' links.
-  Table* table = tables_.load(std::memory_order_acquire);
-  if (Counter* c = ChunkCounter(ChunksOf(LastLevel(table)), key); c != nullptr) {
-    c->Add(n);
-    return;
+  // instructions an add. Level 0's filter says whether the chunk tier
+  // exists, so that a histogram without one probes its levels as before.
+  uint64_t filter = table->filter.load(std::memory_order_relaxed);
+  if (filter & kChunkTierFlag) {
+    if (Counter* c = ChunkCounter(ChunksOf(LastLevel(table)), key); c != nullptr) {
+      c->Add(n);
+      return;
+    }
   }
-  AddToLevels(table, key, n);
-}
-
-template <int kInline, int kKeys>
-void SparseCounters<kInline, kKeys>::AddToLevels(Table* table, int key, uint64_t n) {
   const uint16_t tag = static_cast<uint16_t>(key + 1);
   const uint64_t bit = FilterBit(key);
-  for (int level = 0; table != nullptr; table = NextOf(table, level), ++level) {
-    if (!(table->filter.load(std::memory_order_relaxed) & bit)) continue;
-    std::atomic<uint16_t>* tags = TagsOf(table, level);
-    const uint32_t mask = static_cast<uint32_t>(SlotsOf(level) - 1);
-    uint32_t slot = Home(key, level);
-    for (int i = 0; i < ProbesOf(level); ++i, slot = (slot + 1) & mask) {
-      const uint16_t t = tags[slot].load(std::memory_order_relaxed);
-      if (t == tag) {
-        if (!AddToTableCount(&CountsOf(table)[slot], n)) AddSlow(key, n);  // promoted to its chunk
-        return;
+  for (int level = 0;;) {
+    if (filter & bit) {
+      std::atomic<uint16_t>* tags = TagsOf(table, level);
+      const uint32_t mask = static_cast<uint32_t>(SlotsOf(level) - 1);
+      uint32_t slot = Home(key, level);
+      for (int i = 0; i < ProbesOf(level); ++i, slot = (slot + 1) & mask) {
+        const uint16_t t = tags[slot].load(std::memory_order_relaxed);
+        if (t == tag) {
+          if (!AddToTableCount(&CountsOf(table)[slot], n)) AddSlow(key, n);  // promoted to its chunk
+          return;
+        }
+        if (t == 0) break;
       }
-      if (t == 0) break;
     }
+    table = NextOf(table, level);
+    if (table == nullptr) break;
+    ++level;
+    filter = table->filter.load(std::memory_order_relaxed);
   }
   AddSlow(key, n);
 }
@@ -332,6 +339,7 @@ void SparseCounters<kInline, kKeys>::AddAt(int key, uint64_t n, bool may_allocat
     link = last != nullptr ? &last->next : nullptr;
   }
   Chunks* chunks = last ? PublishOnce(&last->chunks, sizeof(Chunks), may_allocate) : nullptr;
+  if (chunks != nullptr) tables_.load(std::memory_order_acquire)->filter.fetch_or(kChunkTierFlag, std::memory_order_relaxed);
   Counter* chunk =
       chunks ? PublishOnce(&chunks->chunk[key >> kChunkBits], sizeof(Counter) * kChunkSize, may_allocate) : nullptr;
   (chunk != nullptr ? chunk[key & (kChunkSize - 1)] : lost_).Add(n);
@@ -405,6 +413,7 @@ void SparseCounters<kInline, kKeys>::Reset() {
     Counter* chunk = chunks->chunk[c].load(std::memory_order_acquire);
     for (int i = 0; chunk != nullptr && i < kChunkSize; ++i) chunk[i].Set(0);
   }
+  if (chunks != nullptr) first->filter.store(kChunkTierFlag, std::memory_order_relaxed);  // the tier stays
 }
 
 template <int kInline, int kKeys>
