@@ -141,6 +141,30 @@ TEST(SparseCountersTest, KeysOfAnExistingChunkAreCountedThere) {
   EXPECT_EQ(merged.Total(), c.Total());
 }
 
+// A merge adds every tier of the other's (inline, tables, chunks, a chunk
+// this side has too counter by counter) whatever either side holds.
+TEST(SparseCountersTest, MergesAddEveryTierExactly) {
+  std::mt19937_64 rng(5);
+  std::map<int, uint64_t> expected;
+  Buckets group;
+  for (int socket = 0; socket < 6; ++socket) {
+    Buckets c;
+    // Sockets of few keys, of tens, and of hundreds spread over many chunks.
+    const int keys = socket % 3 == 0 ? 3 : socket % 3 == 1 ? 60 : 900;
+    for (int i = 0; i < 4000; ++i) {
+      const int key = static_cast<int>(rng() % static_cast<uint64_t>(keys)) * 7 + socket;
+      const uint64_t n = 1 + rng() % 3;
+      c.Add(key, n);
+      expected[key] += n;
+    }
+    group.MergeFrom(c);
+    ASSERT_EQ(Contents(group), expected) << socket;
+  }
+  uint64_t total = 0;
+  for (const auto& [key, n] : expected) total += n;
+  EXPECT_EQ(group.Total(), total);
+}
+
 // An inline pair's count is 48 bits: one about to pass them goes on in a
 // table slot of the same key (then its chunk), and every reader sums both.
 TEST(SparseCountersTest, InlineCountNearOverflowIsPromotedAndStaysExact) {
