@@ -8,7 +8,10 @@ system calls (bench/server_syscalls.py) and, here, the user-space instructions. 
 through setpriv is counted too); after a warm-up load its counters are zeroed, a fixed load runs
 (the requests server_syscalls.py sends), and the counts are dumped: instructions per request, summed
 over the server's processes. Callgrind counts the program's own instructions and the shim's, not the
-kernel's (the system calls are counted apart).
+kernel's (the system calls are counted apart). A second table counts the shim's own code alone
+(libtcpadvise.so, with what is inlined into it; not the libc calls it makes, nor libunwind's call-site
+unwinding): the server's own count moves by several per cent between runs (its timers fire more often
+the slower callgrind runs it), the shim's much less.
 
     PYTHONPATH=advisor python3 bench/server_instructions.py --shim build/preload/libtcpadvise.so \\
         [--server redis ...] [--arm observe ...] [-o bench/results/server-instructions.md]
@@ -55,11 +58,69 @@ def count(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
         time.sleep(0.5)
     requests = requests_of(measured.stdout)
     # The dumps are cg.PID.1 (the parts written at exit, cg.PID, hold start-up and the trace).
-    instructions = sum(int(_SUMMARY.search(dump.read_text())[1]) for dump in out.glob("cg.*.1"))
-    return {"requests": requests, "instructions": instructions, "processes": len(pids)}
+    dumps = [dump.read_text() for dump in out.glob("cg.*.1")]
+    instructions = sum(int(_SUMMARY.search(text)[1]) for text in dumps)
+    objects: dict[str, int] = {}
+    for text in dumps:
+        for name, n in by_object(text).items():
+            objects[name] = objects.get(name, 0) + n
+    shim_own = sum(n for name, n in objects.items() if Path(name).name == shim.name)
+    return {"requests": requests, "instructions": instructions, "shim_instructions": shim_own,
+            "processes": len(pids), "by_object": dict(sorted(objects.items(), key=lambda kv: -kv[1])[:8])}
+
+
+def by_object(text: str) -> dict[str, int]:
+    """A callgrind dump's instructions by the object of the function that ran them (inlined code counts
+    for the function it is inlined into): its cost lines, less the inclusive costs of calls."""
+    names: dict[str, str] = {}
+    totals: dict[str, int] = {}
+    current = "???"
+    skip = False
+    positions = 1  # "positions: line", or "instr line" with --dump-instr=yes
+    for line in text.splitlines():
+        if line.startswith("positions:"):
+            positions = len(line.split()) - 1
+        elif line.startswith(("ob=", "cob=")):  # a called function's object names its number too
+            m = _COMPRESSED.match(line.split("=", 1)[1])
+            if m[1] is not None and m[2]:
+                names[m[1]] = m[2]
+            if line.startswith("ob="):
+                current = names.get(m[1], m[2]) if m[1] is not None else m[2]
+        elif line.startswith("calls="):
+            skip = True  # the next cost line is the call's inclusive cost
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            if skip:
+                skip = False
+                continue
+            parts = line.split()
+            if len(parts) > positions:
+                totals[current] = totals.get(current, 0) + int(parts[positions])
+    return totals
+
+
+_COMPRESSED = re.compile(r"^(?:\((\d+)\))?\s*(.*)$")
 
 
 def render(results: dict, arms: list[str]) -> str:
+    return render_totals(results, arms) + "\n" + render_shim(results, arms)
+
+
+def render_shim(results: dict, arms: list[str]) -> str:
+    """The instructions in the shim's own code per request: what the shim adds, without the server's
+    own work, which moves with callgrind's timing (its timers fire more often the slower it runs)."""
+    arms = [arm for arm in arms if arm != "baseline"]
+    lines = ["| shim's own instructions per request (libtcpadvise.so) | " + " | ".join(arms) + " |",
+             "|---|" + "---:|" * len(arms)]
+    for server in dict.fromkeys(key.split(":")[0] for key in results):
+        cells = []
+        for arm in arms:
+            row = results.get(f"{server}:{arm}")
+            cells.append(f"{row['shim_instructions'] / row['requests']:,.0f}" if row else "")
+        lines.append(f"| {server} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render_totals(results: dict, arms: list[str]) -> str:
     lines = ["| instructions per request (user space) | " + " | ".join(arms) + " |", "|---|" + "---:|" * len(arms)]
     for server in dict.fromkeys(key.split(":")[0] for key in results):
         rows = [results.get(f"{server}:{arm}") for arm in arms]

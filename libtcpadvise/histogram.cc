@@ -11,6 +11,13 @@ uint64_t HistogramBucketHigh(int bucket) {
   return high == 0 ? ~uint64_t{0} : high;
 }
 
+void Histogram::RecordRepeated(uint64_t value, uint64_t n) {
+  sum_.Add(value * n);
+  if (~value > min_inverted_.Get()) min_inverted_.Set(~value);
+  if (value > max_.Get()) max_.Set(value);
+  buckets_.AddOutOfLine(HistogramBucketOf(value), n);
+}
+
 void Histogram::MergeBoundsFrom(const Histogram& other) {
   sum_.Add(other.sum_.Get());
   if (other.min_inverted_.Get() > min_inverted_.Get()) min_inverted_.Set(other.min_inverted_.Get());

@@ -69,6 +69,9 @@ class alignas(64) Histogram {
     buckets_.Add(HistogramBucketOf(value), 1);
   }
 
+  // Histogram::RecordRepeated adds n (> 0) values of value: out of line.
+  void RecordRepeated(uint64_t value, uint64_t n);
+
   // Histogram::RecordBounds adds one value to the sum, min and max only: for
   // a histogram whose buckets are, for now, another's (SocketStats).
   [[gnu::always_inline]] void RecordBounds(uint64_t value) {

@@ -76,6 +76,7 @@ void SocketStats::SetSentToReplyApart() {
 void SocketStats::SetBurstBytesApart() {
   const int open = burst_open_writes.Get() != 0 ? HistogramBucketOf(burst_open_bytes.Get()) : -1;
   burst_bytes.MergeBucketsFrom(write_size, open);
+  if (const uint64_t implied = ImpliedOneWriteBursts(); implied != 0) burst_writes.RecordRepeated(1, implied);
   buckets_apart.fetch_or(kBurstBytesApart, std::memory_order_release);
 }
 
@@ -104,6 +105,12 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   write_iovcnt.MergeFrom(o.write_iovcnt);
   write_ticks.MergeFrom(o.write_ticks);
   gap_ticks.MergeFrom(o.gap_ticks);
+  // Both still implying their one-write bursts: write_size's merge brings
+  // the other's. Else this side holds its own (MergeBorrowing set it apart):
+  // the other's implied ones too.
+  if (buckets_apart.load(std::memory_order_relaxed) & kBurstBytesApart) {
+    if (const uint64_t implied = o.ImpliedOneWriteBursts(); implied != 0) burst_writes.RecordRepeated(1, implied);
+  }
   burst_writes.MergeFrom(o.burst_writes);
   turn_ticks.MergeFrom(o.turn_ticks);
   read_by_api.MergeFrom(o.read_by_api);

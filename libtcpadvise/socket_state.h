@@ -127,14 +127,17 @@ struct alignas(64) SocketStats {
   // kept; a connection that talks in single-write turns, most do, pays for
   // the buckets once. The first burst or turn that differs copies the
   // lender's buckets (buckets_apart). Read them through BurstBytesBuckets
-  // and SentToReplyBuckets.
+  // and SentToReplyBuckets. burst_writes goes further: while every burst is
+  // one write it holds nothing, its values implied (a 1 for each write in
+  // write_size but the open burst's: ImpliedOneWriteBursts), and the first
+  // burst of two writes gives it those values.
   BytesHistogram write_size;
   // Only vector calls (writev, sendmsg, sendmmsg) are recorded here; a scalar
   // write's single buffer is added when the trace is written.
   CountHistogram write_iovcnt;
   TicksHistogram write_ticks;
   TicksHistogram gap_ticks;
-  CountHistogram burst_writes;
+  CountHistogram burst_writes;  // see ImpliedOneWriteBursts
   BytesHistogram burst_bytes;
   // Turns as the application sees them: from the start of the first write
   // after a reply to the first byte of the next reply, whatever the policy.
@@ -176,12 +179,23 @@ struct alignas(64) SocketStats {
   const Histogram& BurstBytesBuckets() const {
     return buckets_apart.load(std::memory_order_acquire) & kBurstBytesApart ? burst_bytes : write_size;
   }
+  // SocketStats::ImpliedOneWriteBursts is how many closed bursts of one
+  // write burst_writes holds implicitly: while burst_bytes borrows (every
+  // burst one write) each write recorded in write_size but the open burst's,
+  // else none (burst_writes holds them all).
+  uint64_t ImpliedOneWriteBursts() const {
+    if (buckets_apart.load(std::memory_order_acquire) & kBurstBytesApart) return 0;
+    const uint64_t writes = write_size.count(), open = burst_open_writes.Get();
+    return writes > open ? writes - open : 0;
+  }
+  // SocketStats::BurstCount is the number of closed bursts.
+  uint64_t BurstCount() const { return burst_writes.count() + ImpliedOneWriteBursts(); }
   // SocketStats::SetSentToReplyApart gives sent_to_reply_ticks its own
   // buckets, a copy of turn_ticks'; before a turn that differs is recorded.
   [[gnu::cold, gnu::noinline]] void SetSentToReplyApart();
   // SocketStats::SetBurstBytesApart gives burst_bytes its own buckets, a copy
-  // of write_size's but the open burst's first write; before the burst's
-  // second write is recorded.
+  // of write_size's but the open burst's first write, and burst_writes the
+  // one-write bursts it implied; before the burst's second write is recorded.
   [[gnu::cold, gnu::noinline]] void SetBurstBytesApart();
 
   // SocketStats::policy_counters are what policies did, nullptr until a
@@ -377,9 +391,11 @@ struct SocketState {
   // SocketState::CloseBurst records the open burst, if any, and starts anew.
   // Forced inline: with exact histograms the compiler called it out of line
   // from every read hook: about 7 ns more a write and read (bench/compare_builds.py).
+  // While every burst is one write, its count is implied (write_size holds
+  // the write: SocketStats::ImpliedOneWriteBursts), and its bytes' bucket.
   [[gnu::always_inline]] void CloseBurst() {
-    stats.burst_writes.Record(stats.burst_open_writes.Get());
     if (stats.buckets_apart.load(std::memory_order_relaxed) & SocketStats::kBurstBytesApart) {
+      stats.burst_writes.Record(stats.burst_open_writes.Get());
       stats.burst_bytes.Record(stats.burst_open_bytes.Get());
     } else {
       stats.burst_bytes.RecordBounds(stats.burst_open_bytes.Get());  // one write: write_size holds its bucket

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "json_writer.h"
+#include "trace_writer.h"
 #include "private_alloc_testing.h"
 
 namespace tcpadvise {
@@ -23,7 +24,7 @@ TEST(SocketStateTest, TimedWritesRecordGapsAndTheReplyClosesTheTurn) {
   EXPECT_EQ(s.stats.last_write_start.Get(), 1500u);
   s.OnRead(ReadApi::kRead, 2, 0, false);
   EXPECT_EQ(s.stats.turn_ticks.count(), 1u);
-  EXPECT_EQ(s.stats.burst_writes.count(), 1u);
+  EXPECT_EQ(s.stats.BurstCount(), 1u);
   EXPECT_EQ(s.stats.last_write_start.Get(), 0u);
 }
 
@@ -140,7 +141,7 @@ TEST(SocketStateTest, AConnectionWithFewDistinctValuesCostsUnderTwoKilobytes) {
   EXPECT_EQ(st.write_by_api.HeapBytes() + st.read_by_api.HeapBytes(), 0u);
   EXPECT_EQ(st.policy_counters(), nullptr);  // no rule: no policy counters
   EXPECT_EQ(st.write_size.Percentile(0.5), 512u);
-  EXPECT_EQ(st.burst_writes.count(), 100u);
+  EXPECT_EQ(st.BurstCount(), 100u);
 }
 
 // A busy connection whose turn times spread over tens of buckets grows small
@@ -262,6 +263,7 @@ TEST(SocketStateTest, PolicyCountersFailOpenWithoutMemory) {
 // Reference keeps, for one socket or group, the histograms a borrowing
 // one must read as: burst sizes, sent-to-reply times, as recorded directly.
 struct Reference {
+  Histogram burst_writes;
   Histogram burst_bytes;
   Histogram sent_to_reply;
   uint64_t open_writes = 0;
@@ -287,6 +289,17 @@ std::string BurstBytesJson(const SocketStats& st) {
       EmitHistogramOver(w, "b", "bytes", st.burst_bytes, st.BurstBytesBuckets(), 1.0, open_burst,
                         st.burst_open_bytes.Get());
     }
+  });
+}
+
+// BurstWritesJson writes burst_writes as the trace writer does.
+std::string BurstWritesJson(const SocketStats& st) {
+  return Json([&](JsonWriter* w) { EmitBurstWrites(w, st, st.burst_open_writes.Get()); });
+}
+
+std::string ReferenceBurstWritesJson(const Reference& r) {
+  return Json([&](JsonWriter* w) {
+    EmitHistogram(w, "writes", "count", r.burst_writes, 1.0, r.open_writes != 0 ? 1 : 0, r.open_writes);
   });
 }
 
@@ -333,6 +346,7 @@ void Drive(SocketState* s, Reference* r, std::mt19937_64* rng, int turns, double
       if (b + 1 < bursts) {
         s->OnRead(ReadApi::kRead, -1, EAGAIN, false);  // ends the burst, not the turn
         r->burst_bytes.Record(bytes);
+        r->burst_writes.Record(static_cast<uint64_t>(writes));
       } else {
         r->open_writes = static_cast<uint64_t>(writes);
         r->open_bytes = bytes;
@@ -344,6 +358,7 @@ void Drive(SocketState* s, Reference* r, std::mt19937_64* rng, int turns, double
     const uint64_t turn_sum = s->stats.turn_ticks.Summary().sum;
     s->OnRead(ReadApi::kRead, 100, 0, false);
     r->burst_bytes.Record(r->open_bytes);
+    r->burst_writes.Record(r->open_writes);
     r->open_writes = r->open_bytes = 0;
     r->sent_to_reply.Record(s->stats.turn_ticks.Summary().sum - turn_sum - (sent - start));
   }
@@ -361,6 +376,7 @@ TEST(SocketStateTest, BorrowedBucketsReadExactlyAsTheirOwn) {
         Reference r;
         Drive(&s, &r, &rng, 60, single, marked, leave_open);
         ASSERT_EQ(BurstBytesJson(s.stats), ReferenceBurstBytesJson(r)) << single << " " << marked;
+        ASSERT_EQ(BurstWritesJson(s.stats), ReferenceBurstWritesJson(r)) << single << " " << marked;
         ASSERT_EQ(SentToReplyJson(s.stats), ReferenceSentToReplyJson(r)) << single << " " << marked;
         const bool bursts_apart = &s.stats.BurstBytesBuckets() == &s.stats.burst_bytes;
         const bool sent_apart = &s.stats.SentToReplyBuckets() == &s.stats.sent_to_reply_ticks;
@@ -399,8 +415,10 @@ TEST(SocketStateTest, GroupsMergeBorrowedAndOwnBucketsExactly) {
       Drive(&s, &r, &rng, 30, single, marked, /*leave_open=*/false);
       group.stats.MergeFrom(s.stats);
       reference.burst_bytes.MergeFrom(r.burst_bytes);
+      reference.burst_writes.MergeFrom(r.burst_writes);
       reference.sent_to_reply.MergeFrom(r.sent_to_reply);
       ASSERT_EQ(BurstBytesJson(group.stats), ReferenceBurstBytesJson(reference)) << order << " " << i;
+      ASSERT_EQ(BurstWritesJson(group.stats), ReferenceBurstWritesJson(reference)) << order << " " << i;
       ASSERT_EQ(SentToReplyJson(group.stats), ReferenceSentToReplyJson(reference)) << order << " " << i;
     }
   }
@@ -414,7 +432,12 @@ TEST(SocketStateTest, GroupsMergeBorrowedAndOwnBucketsExactly) {
   EXPECT_EQ(&group.stats.SentToReplyBuckets(), &group.stats.turn_ticks);
   reference.burst_bytes.MergeFrom(ra.burst_bytes);
   reference.burst_bytes.MergeFrom(rb.burst_bytes);
+  reference.burst_writes.MergeFrom(ra.burst_writes);
+  reference.burst_writes.MergeFrom(rb.burst_writes);
   EXPECT_EQ(BurstBytesJson(group.stats), ReferenceBurstBytesJson(reference));
+  EXPECT_EQ(BurstWritesJson(group.stats), ReferenceBurstWritesJson(reference));
+  EXPECT_EQ(group.stats.burst_writes.HeapBytes() + group.stats.burst_writes.Summary().count, 0u)
+      << "one-write bursts are implied, not recorded";
   Drive(&a, &ra, &rng, 5, 0.0, 1.0, false);
   EXPECT_EQ(&a.stats.BurstBytesBuckets(), &a.stats.burst_bytes);
   a.stats.Reset();
@@ -432,7 +455,9 @@ TEST(SocketStateTest, MergingASocketWithAnOpenBurstLeavesItOut) {
   group.stats.MergeFrom(s.stats);
   Reference reference;
   reference.burst_bytes.Record(100);
+  reference.burst_writes.Record(1);
   EXPECT_EQ(BurstBytesJson(group.stats), ReferenceBurstBytesJson(reference));
+  EXPECT_EQ(BurstWritesJson(group.stats), ReferenceBurstWritesJson(reference));
   EXPECT_EQ(group.stats.write_size.count(), 2u);
 }
 

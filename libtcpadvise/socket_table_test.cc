@@ -59,7 +59,7 @@ TEST_F(SocketTableTest, ClosedConnectionsFromOnePeerToOnePortFoldIntoOneGroup) {
     EXPECT_EQ(g->connections, 10u);
     EXPECT_EQ(g->stats.write_calls.Get(), 10u);
     EXPECT_EQ(g->stats.write_bytes.Get(), 100u);
-    EXPECT_EQ(g->stats.burst_writes.count(), 10u);  // each open burst closed at close
+    EXPECT_EQ(g->stats.BurstCount(), 10u);  // each open burst closed at close
     EXPECT_EQ(g->id.ServicePort(), 8080);
   });
   table_.Unlock();

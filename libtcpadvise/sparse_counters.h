@@ -20,6 +20,10 @@
 //      last level, allocated only for a key that finds no room in the
 //      tables, or whose 32-bit table count would overflow (it is promoted:
 //      further counts of that key go to its chunk, and a reader sums both).
+//      Once a chunk exists every count of its keys goes there first, tables
+//      or not (a key may keep an older count in a table slot; a reader sums
+//      both): a lookup finds it in a few loads instead of probing the dense
+//      last levels, and a new key of that chunk takes no table slot.
 //
 // Threads: the thread calling on a socket adds without a lock (Counter
 // semantics); readers (snapshots) may read at the same time. Slots are
@@ -164,6 +168,15 @@ class SparseCounters {
   static uint64_t FilterBit(int key) {
     return uint64_t{1} << ((static_cast<uint32_t>(key + 1) * 0x9e3779b1u >> 20) & 63);
   }
+  // kChunkTierFlag, set in level 0's filter once the chunk tier is
+  // published (and again after a Reset, which keeps it), says that an add
+  // should look in the chunks first. A hint only, sharing its bit with the
+  // keys whose filter bit is 63: such a key in level 0 makes an add look for
+  // a chunk in vain (a walk of the levels' links), and the flag makes those
+  // keys probe level 0 in vain. Keeping bit 63 out of FilterBit cost a
+  // multiply on every table lookup: 3 ns more a write and read over 61
+  // sizes (hooks_bench, 15 alternating runs: 47.7 against 44.6 ns).
+  static constexpr uint64_t kChunkTierFlag = uint64_t{1} << 63;
   static Table* NextOf(const Table* t, int level) {
     return level + 1 < kTableLevels ? t->next.load(std::memory_order_acquire) : nullptr;
   }
@@ -175,12 +188,16 @@ class SparseCounters {
     count->store(static_cast<uint32_t>(sum), std::memory_order_relaxed);
     return true;
   }
-  // LastTable is the last level, nullptr until it is allocated.
-  Table* LastTable() const {
-    Table* t = tables_.load(std::memory_order_acquire);
+  // LastLevel is the last level of the levels from first (level 0),
+  // nullptr until it is allocated.
+  static Table* LastLevel(Table* first) {
+    Table* t = first;
+#pragma GCC unroll 8
     for (int level = 0; t != nullptr && level + 1 < kTableLevels; ++level) t = t->next.load(std::memory_order_acquire);
     return t;
   }
+  // LastTable is this instance's last level, nullptr until it is allocated.
+  Table* LastTable() const { return LastLevel(tables_.load(std::memory_order_acquire)); }
   // ChunksOf is the chunk tier hung on last (the last level), or nullptr.
   static Chunks* ChunksOf(const Table* last) { return last ? last->chunks.load(std::memory_order_acquire) : nullptr; }
   // ChunkCounter is key's chunk counter, nullptr when its chunk is absent.
@@ -189,6 +206,9 @@ class SparseCounters {
     return chunk ? &chunk[key & (kChunkSize - 1)] : nullptr;
   }
 
+  // AddBeyondInline counts n at a key the inline pairs do not hold: in its
+  // chunk if it has one, else in the table level that holds it, else
+  // through AddSlow.
   [[gnu::noinline]] void AddBeyondInline(int key, uint64_t n);
   [[gnu::noinline]] void AddSlow(int key, uint64_t n);
   void AddAt(int key, uint64_t n, bool may_allocate);
@@ -223,11 +243,24 @@ inline T* PublishOnce(std::atomic<T*>* slot, size_t bytes, bool may_allocate) {
 
 template <int kInline, int kKeys>
 void SparseCounters<kInline, kKeys>::AddBeyondInline(int key, uint64_t n) {
+  Table* table = tables_.load(std::memory_order_acquire);
+  if (table == nullptr) return AddSlow(key, n);
+  // Chunk first: a spread histogram's keys (a socket's times, hundreds of
+  // buckets) mostly live in chunks, which hang on the last level, a few
+  // loads away; probing the dense last levels before them cost some 150
+  // instructions an add. Level 0's filter says whether the chunk tier
+  // exists, so that a histogram without one probes its levels as before.
+  uint64_t filter = table->filter.load(std::memory_order_relaxed);
+  if (filter & kChunkTierFlag) {
+    if (Counter* c = ChunkCounter(ChunksOf(LastLevel(table)), key); c != nullptr) {
+      c->Add(n);
+      return;
+    }
+  }
   const uint16_t tag = static_cast<uint16_t>(key + 1);
   const uint64_t bit = FilterBit(key);
-  Table* table = tables_.load(std::memory_order_acquire);
-  for (int level = 0; table != nullptr; ++level) {
-    if (table->filter.load(std::memory_order_relaxed) & bit) {
+  for (int level = 0;;) {
+    if (filter & bit) {
       std::atomic<uint16_t>* tags = TagsOf(table, level);
       const uint32_t mask = static_cast<uint32_t>(SlotsOf(level) - 1);
       uint32_t slot = Home(key, level);
@@ -240,15 +273,10 @@ void SparseCounters<kInline, kKeys>::AddBeyondInline(int key, uint64_t n) {
         if (t == 0) break;
       }
     }
-    if (level + 1 == kTableLevels) {
-      // Every level allocated and none holds key: its chunk, if it has one.
-      if (Counter* c = ChunkCounter(ChunksOf(table), key); c != nullptr && c->Get() != 0) {
-        c->Add(n);
-        return;
-      }
-      break;
-    }
-    table = table->next.load(std::memory_order_acquire);
+    table = NextOf(table, level);
+    if (table == nullptr) break;
+    ++level;
+    filter = table->filter.load(std::memory_order_relaxed);
   }
   AddSlow(key, n);
 }
@@ -297,10 +325,10 @@ void SparseCounters<kInline, kKeys>::AddAt(int key, uint64_t n, bool may_allocat
       break;  // about to pass 48 bits: promoted to the tables, then its chunk
     }
   }
-  // A key counted in its chunk (no room in the tables) stays there.
+  // A key whose chunk exists is counted there (chunk first, as in
+  // AddBeyondInline), whether or not a table slot holds some of its count.
   Table* last = LastTable();
-  Counter* c = ChunkCounter(ChunksOf(last), key);
-  if (c != nullptr && c->Get() != 0) {
+  if (Counter* c = ChunkCounter(ChunksOf(last), key); c != nullptr) {
     c->Add(n);
     return;
   }
@@ -314,6 +342,7 @@ void SparseCounters<kInline, kKeys>::AddAt(int key, uint64_t n, bool may_allocat
     link = last != nullptr ? &last->next : nullptr;
   }
   Chunks* chunks = last ? PublishOnce(&last->chunks, sizeof(Chunks), may_allocate) : nullptr;
+  if (chunks != nullptr) tables_.load(std::memory_order_acquire)->filter.fetch_or(kChunkTierFlag, std::memory_order_relaxed);
   Counter* chunk =
       chunks ? PublishOnce(&chunks->chunk[key >> kChunkBits], sizeof(Counter) * kChunkSize, may_allocate) : nullptr;
   (chunk != nullptr ? chunk[key & (kChunkSize - 1)] : lost_).Add(n);
@@ -365,7 +394,41 @@ uint64_t SparseCounters<kInline, kKeys>::Total() const {
 
 template <int kInline, int kKeys>
 void SparseCounters<kInline, kKeys>::MergeFrom(const SparseCounters& other) {
-  other.ForEach([this](int key, uint64_t n) { AddAt(key, n, !t_in_private_heap); });
+  // Tier by tier, in no order, each count through Add's lookup (a group
+  // mostly holds the key already): a group folds in every closed
+  // connection, and ForEach's sorted walk with a slot search (AddAt) per
+  // key cost twice as much for a spread histogram (bench/histogram_adds.cc
+  // --merge). A key may have counts in several tiers: each is added.
+  for (int i = 0; i < kInline; ++i) {
+    const uint64_t pair = other.pairs_[i].load(std::memory_order_acquire);
+    if (CountOf(pair) != 0) Add(static_cast<int>(TagOf(pair)) - 1, CountOf(pair));
+  }
+  Table* table = other.tables_.load(std::memory_order_acquire);
+  for (int level = 0; table != nullptr; table = NextOf(table, level), ++level) {
+    std::atomic<uint16_t>* tags = TagsOf(table, level);
+    for (int i = 0; i < SlotsOf(level); ++i) {
+      const uint16_t tag = tags[i].load(std::memory_order_acquire);
+      const uint64_t c = CountsOf(table)[i].load(std::memory_order_relaxed);
+      if (tag != 0 && c != 0) Add(tag - 1, c);
+    }
+  }
+  // A chunk this side has too is added counter by counter.
+  const Chunks* theirs = ChunksOf(other.LastTable());
+  const Chunks* mine = ChunksOf(LastTable());
+  for (int c = 0; theirs != nullptr && c < kChunks; ++c) {
+    const Counter* chunk = theirs->chunk[c].load(std::memory_order_acquire);
+    if (chunk == nullptr) continue;
+    Counter* into = mine != nullptr ? mine->chunk[c].load(std::memory_order_acquire) : nullptr;
+    for (int i = 0; i < kChunkSize; ++i) {
+      const uint64_t n = chunk[i].Get();
+      if (n == 0) continue;
+      if (into != nullptr) {
+        into[i].Add(n);
+      } else {
+        Add((c << kChunkBits) + i, n);
+      }
+    }
+  }
   lost_.Add(other.lost_.Get());
 }
 
@@ -387,6 +450,7 @@ void SparseCounters<kInline, kKeys>::Reset() {
     Counter* chunk = chunks->chunk[c].load(std::memory_order_acquire);
     for (int i = 0; chunk != nullptr && i < kChunkSize; ++i) chunk[i].Set(0);
   }
+  if (chunks != nullptr) first->filter.store(kChunkTierFlag, std::memory_order_relaxed);  // the tier stays
 }
 
 template <int kInline, int kKeys>

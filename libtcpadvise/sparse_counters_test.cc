@@ -112,6 +112,59 @@ TEST(SparseCountersTest, TableCountNearOverflowIsPromotedToItsChunkAndStaysExact
   EXPECT_EQ(merged.Total(), want + 4);
 }
 
+// Once a key's chunk exists, its counts go there (chunk first): a key with
+// an older table count is split between its slot and its chunk, readers sum
+// both, and new keys of that chunk take no table slot.
+TEST(SparseCountersTest, KeysOfAnExistingChunkAreCountedThere) {
+  Buckets c;
+  for (int key = 0; key < 4; ++key) c.Add(key, 1);  // fill the inline pairs
+  c.Add(3000, 1);                                   // a table slot
+  EXPECT_EQ(c.TableLevels(), 1);
+  c.Add(3001, uint64_t{1} << 40);  // too large for a table count: allocates chunk 3000 >> 7
+  EXPECT_TRUE(c.HasChunks());
+  const uint64_t heap = c.HeapBytes();
+  c.Add(3000, 1);  // its chunk now
+  for (int key = 2944; key < 3072; ++key) c.Add(key, 1);
+  // So the tables keep their room for other keys: 150 more fit, no chunk added.
+  for (int key = 5000; key < 5150; ++key) c.Add(key, 1);
+  EXPECT_EQ(c.HeapBytes(), heap) << "the chunk's keys took table slots";
+  EXPECT_EQ(c.Get(3000), 3u);
+  EXPECT_EQ(c.Get(3001), (uint64_t{1} << 40) + 1);
+  std::map<int, uint64_t> contents;
+  c.ForEach([&](int key, uint64_t n) { contents[key] = n; });
+  EXPECT_EQ(contents.size(), 4u + 128u + 150u);
+  EXPECT_EQ(contents[3000], 3u);
+  EXPECT_EQ(c.Total(), 4 + 3 + (uint64_t{1} << 40) + 1 + 126 + 150);
+  Buckets merged;
+  merged.MergeFrom(c);
+  EXPECT_EQ(merged.Get(3000), 3u);
+  EXPECT_EQ(merged.Total(), c.Total());
+}
+
+// A merge adds every tier of the other's (inline, tables, chunks, a chunk
+// this side has too counter by counter) whatever either side holds.
+TEST(SparseCountersTest, MergesAddEveryTierExactly) {
+  std::mt19937_64 rng(5);
+  std::map<int, uint64_t> expected;
+  Buckets group;
+  for (int socket = 0; socket < 6; ++socket) {
+    Buckets c;
+    // Sockets of few keys, of tens, and of hundreds spread over many chunks.
+    const int keys = socket % 3 == 0 ? 3 : socket % 3 == 1 ? 60 : 900;
+    for (int i = 0; i < 4000; ++i) {
+      const int key = static_cast<int>(rng() % static_cast<uint64_t>(keys)) * 7 + socket;
+      const uint64_t n = 1 + rng() % 3;
+      c.Add(key, n);
+      expected[key] += n;
+    }
+    group.MergeFrom(c);
+    ASSERT_EQ(Contents(group), expected) << socket;
+  }
+  uint64_t total = 0;
+  for (const auto& [key, n] : expected) total += n;
+  EXPECT_EQ(group.Total(), total);
+}
+
 // An inline pair's count is 48 bits: one about to pass them goes on in a
 // table slot of the same key (then its chunk), and every reader sums both.
 TEST(SparseCountersTest, InlineCountNearOverflowIsPromotedAndStaysExact) {

@@ -333,10 +333,10 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("bursts");
   w->BeginObject();
   w->Key("count");
-  w->Uint(st.burst_writes.count() + open_burst);
+  w->Uint(st.BurstCount() + open_burst);
   w->Key("open");
   w->Bool(open_burst != 0);
-  EmitHistogram(w, "writes", "count", st.burst_writes, 1.0, open_burst, open_writes);
+  EmitBurstWrites(w, st, open_writes);
   if (const Histogram& burst_buckets = st.BurstBytesBuckets(); &burst_buckets == &st.burst_bytes) {
     EmitHistogram(w, "bytes", "bytes", st.burst_bytes, 1.0, open_burst, st.burst_open_bytes.Get());
   } else {  // write_size's buckets, which hold the open burst's one write
@@ -530,6 +530,17 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   }
   w->EndObject();
   return true;
+}
+
+void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes) {
+  const uint64_t open_burst = open_writes != 0 ? 1 : 0;
+  // While every burst is one write (the open one too), burst_writes holds
+  // none of them: a 1 each.
+  if (const uint64_t implied = st.ImpliedOneWriteBursts(); implied != 0 && open_writes <= 1) {
+    EmitHistogram(w, "writes", "count", st.burst_writes, 1.0, implied + open_burst, 1);
+  } else {
+    EmitHistogram(w, "writes", "count", st.burst_writes, 1.0, open_burst, open_writes);
+  }
 }
 
 void WriteTrace(bool final) {

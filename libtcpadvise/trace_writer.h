@@ -4,9 +4,12 @@
 #ifndef TCPADVISE_TRACE_WRITER_H_
 #define TCPADVISE_TRACE_WRITER_H_
 
+#include <stdint.h>
+
 namespace tcpadvise {
 
 class JsonWriter;
+struct SocketStats;
 
 // WriteTrace writes <out>/<program>.<pid>.json if the process has any TCP
 // socket worth reporting (<program>: the name made safe for a file name and
@@ -18,6 +21,12 @@ void WriteTrace(bool final);
 // socket to report. The table mutex must be held; a snapshot (not final)
 // lets go of it for a moment between runs of live sockets.
 bool SerializeTrace(JsonWriter* w, bool final);
+
+// EmitBurstWrites writes st's burst sizes in writes under "writes", with
+// open_writes, the open burst's writes (0: none), as one more burst: the
+// one-write bursts that st holds implicitly (SocketStats::ImpliedOneWriteBursts)
+// as well as those burst_writes holds.
+void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes);
 
 // LockTraceWriter, UnlockTraceWriter and ResetTraceWriterInChild keep a fork
 // from copying a half-written trace state.

@@ -98,7 +98,7 @@ TEST_F(TraceWriterTest, ALiveSocketsOpenBurstCountsWithoutEndingIt) {
             std::string::npos);
   EXPECT_NE(json.find("\"bursts\":{\"count\":1,\"open\":true"), std::string::npos);
   EXPECT_EQ(s->stats.burst_open_writes.Get(), 3u);
-  EXPECT_EQ(s->stats.burst_writes.count(), 0u);
+  EXPECT_EQ(s->stats.BurstCount(), 0u);
   s->OnWrite(WriteApi::kWrite, 128, 0, kScalarWrite, 0, 0);
   g_table.Release(701);
   json = Serialize();
