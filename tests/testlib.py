@@ -126,10 +126,11 @@ def sockets(trace, role=None):
     return [s for s in trace["sockets"] if role is None or s["role"] == role]
 
 
-def start_listening(cmd, env=None):
+def start_listening(cmd, env=None, preexec_fn=None):
     """Starts a server that prints "listening PORT" first (burst, conform_peer,
     the scenarios); returns the process, its stdout open for the rest, and the port."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=preexec_fn)
     line = proc.stdout.readline()
     if not line.startswith("listening "):
         proc.kill()  # reading its stderr to the end must not wait for a server that hangs

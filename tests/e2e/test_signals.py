@@ -37,6 +37,14 @@ def echo_rounds(port, connections, rounds, size):
     return conns
 
 
+def default_stop_signals():
+    """A child's stop signals at their default disposition: one the test's
+    own process ignores would be ignored by the child too (nohup ignores
+    SIGHUP), and the shim watches only those left at the default."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def server_totals(trace):
     servers = sockets(trace, "server")
     return (sum(s["connections"] for s in servers), sum(s["reads"]["bytes"] for s in servers),
@@ -47,7 +55,7 @@ def server_totals(trace):
 def test_default_disposition_writes_the_trace_then_dies_of_the_signal(tmp_path, sig):
     """Python leaves SIGTERM and SIGHUP at the default; for SIGINT it raises
     KeyboardInterrupt, then ends by SIGINT at the default disposition."""
-    proc, port = start_listening([*SHAPES, "server"], shim_env(tmp_path))
+    proc, port = start_listening([*SHAPES, "server"], shim_env(tmp_path), preexec_fn=default_stop_signals)
     conns = echo_rounds(port, 3, 4, 100)
     conns.pop().close()
     time.sleep(0.2)  # the server sees that close (a call the signal interrupts is not counted)
@@ -77,6 +85,7 @@ def test_sigquit_keeps_its_core_dump(tmp_path):
     out.mkdir()
 
     def allow_cores():
+        default_stop_signals()
         resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 
     proc = subprocess.Popen([*SHAPES, "server"], env=shim_env(out), stdout=subprocess.PIPE, text=True,
