@@ -533,14 +533,11 @@ bool SerializeTrace(JsonWriter* w, bool final) {
 }
 
 void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes) {
+  // While every burst is one write (the open one too, then), burst_writes
+  // holds none of them: a 1 each, beside the open burst's writes.
+  const uint64_t implied = st.ImpliedOneWriteBursts();
   const uint64_t open_burst = open_writes != 0 ? 1 : 0;
-  // While every burst is one write (the open one too), burst_writes holds
-  // none of them: a 1 each.
-  if (const uint64_t implied = st.ImpliedOneWriteBursts(); implied != 0 && open_writes <= 1) {
-    EmitHistogram(w, "writes", "count", st.burst_writes, 1.0, implied + open_burst, 1);
-  } else {
-    EmitHistogram(w, "writes", "count", st.burst_writes, 1.0, open_burst, open_writes);
-  }
+  EmitHistogram(w, "writes", "count", st.burst_writes, 1.0, implied + open_burst, implied != 0 ? 1 : open_writes);
 }
 
 void WriteTrace(bool final) {
