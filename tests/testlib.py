@@ -126,16 +126,33 @@ def sockets(trace, role=None):
     return [s for s in trace["sockets"] if role is None or s["role"] == role]
 
 
+# _listening holds every server start_listening started: a test that fails
+# before it stops its server (a timeout) must not leave it running after the
+# run (kill_leftover_servers, at the session's end).
+_listening = []
+
+
 def start_listening(cmd, env=None, preexec_fn=None):
     """Starts a server that prints "listening PORT" first (burst, conform_peer,
     the scenarios); returns the process, its stdout open for the rest, and the port."""
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=preexec_fn)
+    _listening.append(proc)
     line = proc.stdout.readline()
     if not line.startswith("listening "):
         proc.kill()  # reading its stderr to the end must not wait for a server that hangs
         raise AssertionError(line + proc.communicate(timeout=10)[1])
     return proc, int(line.split()[1])
+
+
+def kill_leftover_servers():
+    """Kills the servers start_listening started that still run; returns their commands."""
+    leftovers = [proc for proc in _listening if proc.poll() is None]
+    for proc in leftovers:
+        proc.kill()
+        proc.wait()
+    _listening.clear()
+    return [proc.args for proc in leftovers]
 
 
 class Server:
