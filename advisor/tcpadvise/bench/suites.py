@@ -6,7 +6,8 @@ Round trips are in microseconds, throughput in Mbit/s; every figure is a
 bench_stats.Summary (as a dict) pooling the arm's runs.
 """
 
-from collections.abc import Sequence
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
@@ -458,20 +459,21 @@ class Servers:
     def analyze(self, documents, settings, path):
         servers = {}
         for server in self.servers(path):
-            arms = {policy: _throughput(documents[f"{server.name}:{policy}"]) for policy in POLICIES}
+            runs = {policy: documents[f"{server.name}:{policy}"] for policy in POLICIES}
+            arms = {policy: _throughput(runs[policy]) for policy in POLICIES}
             _relative_to(arms, "baseline", "requests_per_s", "vs_baseline")
             _relative_to(arms, "baseline", "cpu_us_per_request", "cpu_vs_baseline")
-            baseline = documents[f"{server.name}:baseline"]
             for policy, arm in arms.items():
-                arm["cpu_vs_baseline_paired"] = _paired_cpu_ratio(documents[f"{server.name}:{policy}"], baseline)
+                arm["vs_baseline_paired"] = paired_ratio(runs[policy], runs["baseline"], _requests_per_s)
+                arm["cpu_vs_baseline_paired"] = paired_ratio(runs[policy], runs["baseline"], _cpu_us_per_request)
             servers[server.name] = {"title": server.title, "arms": arms}
         clients = {}
         for client in self.clients:
-            arms = {
-                policy: point_summary([run["near"]["points"][0] for run in documents[f"{client.name}:{policy}"]])
-                for policy in (*POLICIES, WRITEV)
-            }
+            runs = {policy: documents[f"{client.name}:{policy}"] for policy in (*POLICIES, WRITEV)}
+            arms = {policy: point_summary([run["near"]["points"][0] for run in runs[policy]]) for policy in runs}
             _relative_to(arms, WRITEV, "round_trip_us", "vs_writev")
+            for policy, arm in arms.items():
+                arm["vs_writev_paired"] = paired_ratio(runs[policy], runs[WRITEV], _round_trip_us)
             clients[client.name] = {"title": client.title, "arms": arms}
         accounting = cpu_accounting() if servers else None
         return {
@@ -501,21 +503,33 @@ def _throughput(runs: list[dict]) -> dict:
     }
 
 
+def _requests_per_s(run: dict) -> float:
+    return run["requests_per_s"]
+
+
 def _cpu_us_per_request(run: dict) -> float | None:
     return run["cpu_ns"] / 1e3 / run["requests"] if run["cpu_ns"] is not None else None
 
 
-def _paired_cpu_ratio(runs: list[dict], baseline: list[dict]) -> dict | None:
-    """Each run's CPU time per request over the baseline's run of the same round (the arms run one after the
-    other, round by round: a machine's load that drifts over minutes weighs on both alike), summarised."""
-    ratios = [[ours / theirs] for run, base in zip(runs, baseline)
-              if (ours := _cpu_us_per_request(run)) is not None and (theirs := _cpu_us_per_request(base))]
+def _round_trip_us(run: dict) -> float | None:
+    """A client run's median round trip after its warm-up (us)."""
+    point = run["near"]["points"][0]
+    measured = after_warmup(point["round_ns"], point["warmup"])
+    return statistics.median(measured) / 1e3 if measured else None
+
+
+def paired_ratio(runs: list[dict], reference: list[dict], figure: Callable[[dict], float | None]) -> dict | None:
+    """Each run's `figure` over the reference arm's run of the same round (the arms run one after the other,
+    round by round: a machine's load that drifts over minutes weighs on both alike), summarised: one sample a
+    run; None when no round has both. The goal lines read its interval (stats.verdict)."""
+    ratios = [[ours / theirs] for run, base in zip(runs, reference, strict=True)
+              if (ours := figure(run)) is not None and (theirs := figure(base))]
     summary = summarize(ratios)
     return summary.as_dict() if summary else None
 
 
 def _relative_to(arms: dict[str, dict], reference: str, figure: str, field: str) -> None:
-    """Each arm's median `figure` over the reference arm's, as `field` (None when either is missing)."""
+    """Each arm's median `figure` over the reference arm's median, as `field` (None when either is missing)."""
     base = arms[reference][figure]
     for arm in arms.values():
         ours = arm[figure]
