@@ -3,14 +3,18 @@ nginx, PostgreSQL) under every policy, the multi-write clients, the tables,
 the goals, the chart and the results' schema; and what it says when the
 servers are not there."""
 
+import contextlib
 import json
 import os
+import shutil
+import subprocess
+import time
 
 import pytest
 from tcpadvise import schemas
-from tcpadvise.bench.cgroup import Hierarchy, cpu_accounting
+from tcpadvise.bench.cgroup import CpuGroup, Hierarchy, cpu_accounting
 from tcpadvise.bench.render import goals, servers_notes, summary_text
-from tcpadvise.bench.servers import SERVERS
+from tcpadvise.bench.servers import SERVERS, Redis
 from tcpadvise.bench.suites import ADAPTIVE, POLICIES, WRITEV
 from testlib import invoke
 
@@ -217,3 +221,34 @@ def test_without_the_servers_the_clients_still_run(built, tmp_path):
     assert results["servers"] == {}
     assert {line.split(" left out")[0] for line in results["left_out"]} == {f"servers: {s.name}" for s in SERVERS}
     assert set(results["clients"]) == {"nagle", "header-body"}
+
+
+def test_a_killed_bench_s_cgroup_is_removed_at_the_start_and_said(built, tmp_path):
+    accounting = counting_cpu()
+    if Redis().missing():
+        pytest.skip(f"redis: {Redis().missing()}")
+    # What a bench killed by SIGKILL leaves: its group, made as every run's is, that counted a server which
+    # exited since, made two hours ago.
+    left = CpuGroup(accounting)
+    subprocess.run([*left.launcher, "true"], check=True, timeout=30)
+    past = time.time() - 7200
+    os.utime(left.path, (past, past))
+    # redis alone (the other servers' clients are not on this PATH), one short run an arm.
+    path = tmp_path / "bin"
+    path.mkdir()
+    for program in ("redis-server", "redis-benchmark", "taskset"):
+        if found := shutil.which(program):
+            (path / program).symlink_to(found)
+    try:
+        result = invoke("bench", "servers", *TINY, "-o", str(tmp_path / "s.json"), env={**built, "PATH": str(path)})
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            left.path.rmdir()
+    assert result.exit_code == 0, result.output
+    # One line, wrapped at the console's width: read the words.
+    words = " ".join(result.output.split())
+    said = (f"tcpadvise: servers: removed 1 empty cgroup a killed bench left in {accounting.directory}: "
+            f"{left.path.name} ")
+    assert words.count(said) == 1 and words.count("a killed bench") == 1, result.output
+    assert not left.path.exists()
+    assert list(json.loads((tmp_path / "s.results.json").read_text())["suites"]["servers"]["servers"]) == ["redis"]

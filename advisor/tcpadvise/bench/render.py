@@ -65,6 +65,9 @@ class ProgressBar(BenchProgress):
     def warn(self, message):
         self._progress.console.print(f"tcpadvise: warning: {message}", highlight=False)
 
+    def note(self, message):
+        self._progress.console.print(f"tcpadvise: {message}", highlight=False)
+
 
 PIPED_WIDTH = 80
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from ..model import hist
-from .cgroup import Hierarchy, cpu_accounting
+from .cgroup import Hierarchy, cpu_accounting, remove_stale
 from .servers import SERVERS, Server, ServerArm
 from .stats import after_warmup, interval_rates_mbit_s, segment_penalties, summarize
 
@@ -80,6 +80,10 @@ class Suite(Protocol):
 
     def left_out(self, path) -> list[str]: ...
 
+    def tidy(self, path) -> list[str]:
+        """Clean up what an earlier bench, killed, left behind before this one runs; a line each for the user."""
+        ...
+
     def arms(self, settings: Settings, path) -> list[Arm | ServerArm]: ...
 
     def analyze(self, documents: dict[str, list[dict]], settings: Settings, path) -> dict: ...
@@ -91,6 +95,9 @@ class LoadgenSuite:
     """A suite of tcpadvise-loadgen arms only: the load generator runs on every path."""
 
     def left_out(self, path) -> list[str]:
+        return []
+
+    def tidy(self, path) -> list[str]:
         return []
 
 
@@ -434,6 +441,16 @@ class Servers:
         if self.servers(path) and isinstance(reason := cpu_accounting(), str):
             lines.append(f"servers: CPU time per request left out, {reason}")
         return lines
+
+    def tidy(self, path):
+        if not self.servers(path) or not isinstance(accounting := cpu_accounting(), Hierarchy):
+            return []
+        removed = remove_stale(accounting)
+        if not removed:
+            return []
+        shown = ", ".join(removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
+        return [f"servers: removed {len(removed)} empty cgroup{'s' if len(removed) > 1 else ''} a killed bench "
+                f"left in {accounting.directory}: {shown}"]
 
     def servers(self, path) -> list[Server]:
         return [server for server in SERVERS if path.name == "loopback" and server.missing() is None]
