@@ -90,8 +90,11 @@ def test_the_clients_are_paired_with_the_writev_run_of_their_round():
     assert trip["ci_high"] / trip["ci_low"] > 1.3
     line = next(line for line in goals(results) if line.startswith("nagle:"))
     assert line.startswith("nagle: adaptive cork 1.200x [")
-    assert "and coalesce 1.030x [1.0" in line and "no shim 3,000x" in line
+    assert "and coalesce 1.030x [1.0" in line and "baseline, no shim: 3,000x" in line
     assert line.endswith("coalesce within 5%; cork not within 5%.")
+    # The results say the same verdicts to a machine.
+    assert result["goals"]["verdicts"]["clients"]["nagle"] == {
+        "round_trip_us": {"cork": NOT_WITHIN, "coalesce": WITHIN}}
 
 
 def test_a_client_whose_rounds_straddle_the_goal_is_not_resolved():
@@ -122,8 +125,11 @@ def test_the_servers_requests_and_cpu_time_are_paired_with_the_baseline_run_of_t
     assert lines[0] == (f"{name}: adaptive cork 99.5% [99.4-99.7%] and coalesce 97.0% [96.9-97.1%] of the "
                         "baseline's requests/s (each run against the baseline's run of its round: median [95% CI]); "
                         "cork within 1%; coalesce not within 1%.")
+    assert result["goals"]["verdicts"]["servers"][name]["requests_per_s"] == {"cork": WITHIN, "coalesce": NOT_WITHIN}
     if result["cpu_source"] is not None:
         # The CPU time a request is the reciprocal here: 100.5% and 103.1%.
         assert cork["cpu_vs_baseline_paired"]["median"] == pytest.approx(1 / 0.995, abs=1e-3)
         assert lines[1].endswith("cork within 1%; coalesce not within 1%.")
         assert "of the baseline's CPU time per request" in lines[1]
+        assert result["goals"]["verdicts"]["servers"][name]["cpu_us_per_request"] == {
+            "cork": WITHIN, "coalesce": NOT_WITHIN}

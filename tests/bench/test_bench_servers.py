@@ -6,6 +6,7 @@ servers are not there."""
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -144,6 +145,14 @@ def test_results_follow_the_schema_and_the_text_shows_every_table(servers_run):
                 "finely it resolves a difference") in words
     assert "15 two-byte writes, then a 2-byte reply (seed 004): the client under each policy" in words
     assert "Against the goals" in result.stdout
+    # One run an arm: the servers' figures without an interval, and no verdict.
+    servers_text = result.stdout.split("15 two-byte writes")[0]
+    assert not re.search(r"\b([\d,.]+) \[\1-\1\]", servers_text) and "[95% CI]" in servers_text
+    suite = results["suites"]["servers"]
+    verdicts = suite["goals"]["verdicts"]
+    assert set(verdicts["servers"]) == set(suite["servers"]) and set(verdicts["clients"]) == set(suite["clients"])
+    assert {verdict for by_figure in (*verdicts["servers"].values(), *verdicts["clients"].values())
+            for by_policy in by_figure.values() for verdict in by_policy.values()} <= {"not resolved"}
     assert all(len(line) <= 100 and line == line.rstrip() for line in result.stdout.splitlines())
     assert (out / "plots" / "servers.png").stat().st_size > 10_000
 

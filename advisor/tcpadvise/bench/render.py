@@ -24,7 +24,8 @@ from rich.text import Text
 from ..render.layout import fits, labelled_block
 from ..units import DASH, duration_unit, format_bytes, format_duration_us, ratio
 from . import seeds
-from .stats import NOT_RESOLVED, NOT_WITHIN, WITHIN, verdict
+from .stats import NOT_RESOLVED, NOT_WITHIN, WITHIN
+from .suites import SERVER_GOALS, goal_verdicts
 from .run import Progress as BenchProgress
 
 _PENALTY_NAMES = {"fill": "filling one segment", "second": "a second segment", "fourth": "a fourth segment"}
@@ -375,20 +376,23 @@ def _factor_ci(paired: dict | None) -> str:
 
 
 def _rate_ci(summary: dict | None) -> str:
+    """'80,890 [79,130-84,388]'; the median alone from one run (one sample: no interval)."""
     if summary is None:
         return DASH
     low, median, high = (f"{summary[key]:,.0f}" for key in ("ci_low", "median", "ci_high"))
-    return f"{median} [{low}-{high}]"
+    return median if summary["runs"] < 2 else f"{median} [{low}-{high}]"
 
 
 def _cpu_ci(summary: dict | None) -> str:
     """'8.190 [8.171-8.222] µs': four significant digits of the largest (to a tenth of a percent), the same
-    decimals throughout."""
+    decimals throughout; the median alone from one run."""
     if summary is None:
         return DASH
     unit, convert = duration_unit(summary["median"])
     low, median, high = (convert(summary[key]) for key in ("ci_low", "median", "ci_high"))
     decimals = max(0, 3 - math.floor(math.log10(high))) if high > 0 else 0
+    if summary["runs"] < 2:
+        return f"{median:.{decimals}f} {unit}"
     return f"{median:.{decimals}f} [{low:.{decimals}f}-{high:.{decimals}f}] {unit}"
 
 
@@ -438,47 +442,44 @@ def _servers_tables(result: dict) -> list[FigureTable]:
     return tables
 
 
-def _half_width(summary: dict | None) -> float | None:
-    """Half the 95% interval, as a fraction of the median: how finely the figure resolves a difference."""
-    if not summary or not summary["median"]:
-        return None
-    return (summary["ci_high"] - summary["ci_low"]) / 2 / summary["median"]
-
-
 def servers_notes(results: dict) -> list[str]:
-    """What the servers suite's figures are: the "of baseline" ratios and how a goal line judges them, what the
-    servers' CPU time per request is, why it is the figure to read against the 1% goal, and how finely this run
-    resolves it."""
+    """What the servers suite's figures are: the baseline, the "of baseline" ratios and how a goal line judges
+    them, what the servers' CPU time per request is, why it is the figure to read against the 1% goal, and how
+    finely this run resolves the goals."""
     result = results["suites"].get("servers")
     if result is None or not (result["servers"] or result["clients"]):
         return []
     goal = result["goals"]
-    limits = [f"requests/s at least {_share(1 - goal['server_within'])} of the baseline's"] if result["servers"] else []
     cpu = result.get("cpu_source") is not None and bool(result["servers"])
-    if cpu:
-        limits.append(f"CPU/request at most {_share(1 + goal['server_within'])}")
+    limits = []
+    if result["servers"]:
+        limits.append(f"requests/s at least {_share(1 - goal['server_within'])} of the baseline's")
+        if cpu:
+            limits.append(f"CPU/request at most {_share(1 + goal['server_within'])}")
     if result["clients"]:
         limits.append(f"a client's round trip at most {_factor(1 + goal['client_within'])} the writev client's")
     lines = [
-        "\"of baseline\" and \"of writev\": each run's figure over the baseline's (the writev client's) run of the "
-        "same round (the arms run one after the other, round by round, so that a load drifting over minutes "
-        "weighs on both alike), median [95% CI] of those ratios. The goal lines read them: an adaptive policy "
-        f"is within its goal when its whole interval meets it ({', '.join(limits)}), not within when the "
-        "whole interval is beyond it, else not resolved; with one run an arm there is no interval, and no verdict.",
+        "baseline: the server, or the client, without the shim. \"of baseline\" and \"of writev\": each run's "
+        "figure over the baseline's (the writev client's) run of the same round (the arms run one after the "
+        "other, round by round, so that a load drifting over minutes weighs on both alike), median [95% CI] of "
+        "those ratios. The goal lines read them: an adaptive policy is within its goal when its whole interval "
+        f"meets it ({', '.join(limits)}), not within when the whole interval is beyond it, else not resolved; "
+        "with one run an arm there is no interval, and no verdict.",
     ]
     if not cpu:
         return lines
-    baselines = [server["arms"]["baseline"] for server in result["servers"].values()]
+    # Half an interval, in % of the baseline: how finely the goal lines resolve a difference.
     widths = {
-        figure: [width for arm in baselines if (width := _half_width(arm[figure])) is not None]
-        for figure in ("requests_per_s", "cpu_us_per_request")
+        figure: [(paired["ci_high"] - paired["ci_low"]) / 2 for server in result["servers"].values()
+                 for policy in goal["adaptive"]
+                 if (paired := server["arms"][policy].get(field)) and paired["runs"] > 1]
+        for figure, field, _ in SERVER_GOALS
     }
-    several = all(arm["requests_per_s"] and arm["requests_per_s"]["runs"] > 1 for arm in baselines)
     resolution = (
-        f"in this run the baselines' 95% intervals are ±{_spread(widths['cpu_us_per_request'])} of their medians "
-        f"for CPU/request, ±{_spread(widths['requests_per_s'])} for requests/s; a difference within a server's "
+        f"in this run the adaptive policies' intervals are ±{_spread(widths['cpu_us_per_request'])} for "
+        f"CPU/request, ±{_spread(widths['requests_per_s'])} for requests/s; a difference narrower than its "
         "interval is not resolved (more runs, or a quieter machine, narrow it)"
-        if several and widths["requests_per_s"] and widths["cpu_us_per_request"]
+        if widths["requests_per_s"] and widths["cpu_us_per_request"]
         else "with one run an arm there is no interval to say how finely it resolves a difference (--runs 5 or more)"
     )
     return [
@@ -506,42 +507,40 @@ def _percent_1(fraction: float) -> str:
 _VERDICT_WORDS = {WITHIN: "within", NOT_WITHIN: "not within", NOT_RESOLVED: "not resolved at"}
 
 
-def _goal_line(subject: str, arms: dict, field: str, adaptive: list[str], goal: float, higher_is_worse: bool,
-               what: str, reference: str, aside: str = "") -> str:
+def _goal_line(subject: str, arms: dict, field: str, verdicts: dict[str, str], goal: float, what: str,
+               reference: str, aside: str = "") -> str:
     """One goal line: each adaptive policy's paired ratio `field` (its runs against the reference arm's run of
-    the same round), median [95% CI], and the verdict stats.verdict gives it against `goal` (a fraction)."""
+    the same round), median [95% CI], and its verdict against `goal` (a fraction)."""
     shown = _factor_ci if field == "vs_writev_paired" else _share_ci
-    limit = 1 + goal if higher_is_worse else 1 - goal
-    shares, verdicts = [], {verdict_: [] for verdict_ in _VERDICT_WORDS}
-    for policy in adaptive:
-        paired = arms[policy].get(field)
-        shares.append(f"{policy} {shown(paired)}")
-        verdicts[verdict(paired, limit, higher_is_worse)].append(policy)
+    shares = [f"{policy} {shown(arms[policy].get(field))}" for policy in verdicts]
     said = [f"{' and '.join(policies)} {_VERDICT_WORDS[verdict_]} {_percent(goal)}"
-            for verdict_, policies in verdicts.items() if policies]
+            for verdict_ in _VERDICT_WORDS
+            if (policies := [policy for policy, given in verdicts.items() if given == verdict_])]
     return (f"{subject}: adaptive " + " and ".join(shares) + f" {what} (each run against {reference}'s run of "
             f"its round: median [95% CI]{aside}); " + "; ".join(said) + ".")
 
 
 def goals(results: dict) -> list[str]:
     """Whether the adaptive policies met the servers suite's goals: a line per server and figure, and per
-    client, each read paired (_goal_line)."""
+    client, each on its paired ratio (suites.goal_verdicts, judged again from the figures given)."""
     result = results["suites"].get("servers")
     if result is None:
         return []
     goal = result["goals"]
-    adaptive, server_goal, client_goal = goal["adaptive"], goal["server_within"], goal["client_within"]
+    verdicts = goal_verdicts(result)
+    what = {"requests_per_s": "of the baseline's requests/s",
+            "cpu_us_per_request": "of the baseline's CPU time per request"}
     lines = []
     for name, server in result["servers"].items():
-        lines.append(_goal_line(name, server["arms"], "vs_baseline_paired", adaptive, server_goal, False,
-                                "of the baseline's requests/s", "the baseline"))
-        if result.get("cpu_source") is not None:
-            lines.append(_goal_line(name, server["arms"], "cpu_vs_baseline_paired", adaptive, server_goal, True,
-                                    "of the baseline's CPU time per request", "the baseline"))
+        for figure, field, _ in SERVER_GOALS:
+            if figure in verdicts["servers"][name]:
+                lines.append(_goal_line(name, server["arms"], field, verdicts["servers"][name][figure],
+                                        goal["server_within"], what[figure], "the baseline"))
     for name, client in result["clients"].items():
         no_shim = _factor_ci(client["arms"]["baseline"].get("vs_writev_paired"))
-        lines.append(_goal_line(name, client["arms"], "vs_writev_paired", adaptive, client_goal, True,
-                                "the writev client's round trip", "the writev client", f"; no shim {no_shim}"))
+        lines.append(_goal_line(name, client["arms"], "vs_writev_paired", verdicts["clients"][name]["round_trip_us"],
+                                goal["client_within"], "the writev client's round trip", "the writev client",
+                                f"; baseline, no shim: {no_shim}"))
     lines += result["left_out"]
     return lines
 

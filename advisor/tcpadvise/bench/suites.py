@@ -14,7 +14,7 @@ from typing import Protocol
 from ..model import hist
 from .cgroup import Hierarchy, cpu_accounting, remove_stale
 from .servers import SERVERS, Server, ServerArm
-from .stats import after_warmup, interval_rates_mbit_s, segment_penalties, summarize
+from .stats import after_warmup, interval_rates_mbit_s, segment_penalties, summarize, verdict
 
 # The round trip a stalled arm is allowed per planned round: 200 rounds stop
 # after 0.4 s, so a 40 ms delayed-ACK stall yields about ten.
@@ -493,7 +493,7 @@ class Servers:
                 arm["vs_writev_paired"] = paired_ratio(runs[policy], runs[WRITEV], _round_trip_us)
             clients[client.name] = {"title": client.title, "arms": arms}
         accounting = cpu_accounting() if servers else None
-        return {
+        result = {
             "seconds": settings.seconds or SERVER_SECONDS,
             "cpu_source": accounting.source if isinstance(accounting, Hierarchy) else None,
             "goals": {"adaptive": list(ADAPTIVE), "server_within": SERVER_GOAL, "client_within": CLIENT_GOAL},
@@ -501,6 +501,8 @@ class Servers:
             "clients": clients,
             "left_out": self.left_out(path),
         }
+        result["goals"]["verdicts"] = goal_verdicts(result)
+        return result
 
     def calibration(self, result):
         # Nothing the rules read: this suite proves the policies, it does not calibrate the advice.
@@ -543,6 +545,36 @@ def paired_ratio(runs: list[dict], reference: list[dict], figure: Callable[[dict
               if (ours := figure(run)) is not None and (theirs := figure(base))]
     summary = summarize(ratios)
     return summary.as_dict() if summary else None
+
+
+# Each goal: the figure it is on, the paired ratio it reads and whether a higher ratio is worse.
+SERVER_GOALS = (
+    ("requests_per_s", "vs_baseline_paired", False),
+    ("cpu_us_per_request", "cpu_vs_baseline_paired", True),
+)
+CLIENT_GOALS = (("round_trip_us", "vs_writev_paired", True),)
+
+
+def goal_verdicts(result: dict) -> dict[str, dict[str, dict[str, dict[str, str]]]]:
+    """Every goal's verdict on the servers suite's `result`: {"servers"/"clients": {name: {figure: {adaptive
+    policy: stats.verdict of its paired ratio}}}}; the servers' CPU time only where it was counted. The
+    goal lines say these (bench.render.goals computes them again from the figures it is given)."""
+    goals, verdicts = result["goals"], {}
+    for kind, goal, figures in (("servers", goals["server_within"], SERVER_GOALS),
+                                ("clients", goals["client_within"], CLIENT_GOALS)):
+        verdicts[kind] = {
+            name: {
+                figure: {
+                    policy: verdict(subject["arms"][policy].get(field),
+                                    1 + goal if higher_is_worse else 1 - goal, higher_is_worse)
+                    for policy in goals["adaptive"]
+                }
+                for figure, field, higher_is_worse in figures
+                if figure != "cpu_us_per_request" or result.get("cpu_source") is not None
+            }
+            for name, subject in result[kind].items()
+        }
+    return verdicts
 
 
 def _relative_to(arms: dict[str, dict], reference: str, figure: str, field: str) -> None:
