@@ -288,7 +288,7 @@ def _servers(result: dict, path: str):
         server_axes, client_axes = figure.subplots(1, 2, width_ratios=(3, 2))
     if result["servers"]:
         _against_baseline(server_axes, result, "vs_baseline_paired", "requests/s", higher_is_better=True)
-    server_axes.set_title(f"real servers, server under each policy - {path}", fontsize=10)
+    server_axes.set_title(f"real servers' requests/s, the server under each policy - {path}", fontsize=10)
     if cpu:
         _against_baseline(cpu_axes, result, "cpu_vs_baseline_paired", "CPU time per request",
                           higher_is_better=False)
