@@ -98,7 +98,7 @@ def test_the_clients_are_paired_with_the_writev_run_of_their_round():
 
 
 def test_a_client_whose_rounds_straddle_the_goal_is_not_resolved():
-    result, results = analyzed(ELSEWHERE, {}, {"coalesce": (1.0, 1.1, 1.0, 1.1, 1.02), "cork": (1.02,) * 5})
+    _, results = analyzed(ELSEWHERE, {}, {"coalesce": (1.0, 1.1, 1.0, 1.1, 1.02), "cork": (1.02,) * 5})
     line = next(line for line in goals(results) if line.startswith("header-body:"))
     assert line.endswith("cork within 5%; coalesce not resolved at 5%.")
 
@@ -114,7 +114,7 @@ def test_the_servers_requests_and_cpu_time_are_paired_with_the_baseline_run_of_t
     if not result["servers"]:
         pytest.skip("no server installed")
     name, server = next(iter(result["servers"].items()))
-    cork, coalesce = server["arms"]["cork"], server["arms"]["coalesce"]
+    cork = server["arms"]["cork"]
     assert cork["vs_baseline_paired"]["median"] == pytest.approx(0.995, abs=1e-3)
     assert 0.993 <= cork["vs_baseline_paired"]["ci_low"] <= cork["vs_baseline_paired"]["ci_high"] <= 0.998
     assert server["arms"]["baseline"]["vs_baseline_paired"]["median"] == 1

@@ -16,7 +16,7 @@ from tcpadvise import schemas
 from tcpadvise.bench.cgroup import CpuGroup, Hierarchy, cpu_accounting
 from tcpadvise.bench.render import goals, servers_notes, summary_text
 from tcpadvise.bench.servers import SERVERS, Redis
-from tcpadvise.bench.suites import ADAPTIVE, POLICIES, WRITEV
+from tcpadvise.bench.suites import POLICIES, WRITEV
 from testlib import invoke
 
 from .conftest import TINY

@@ -24,9 +24,9 @@ from rich.text import Text
 from ..render.layout import fits, labelled_block
 from ..units import DASH, duration_unit, format_bytes, format_duration_us, ratio
 from . import seeds
+from .run import Progress as BenchProgress
 from .stats import NOT_RESOLVED, NOT_WITHIN, WITHIN
 from .suites import SERVER_GOALS, goal_verdicts
-from .run import Progress as BenchProgress
 
 _PENALTY_NAMES = {"fill": "filling one segment", "second": "a second segment", "fourth": "a fourth segment"}
 _PENALTY_SIZES = {"fill": "mss", "second": "mss+1", "fourth": "3*mss+1"}
@@ -458,14 +458,14 @@ def servers_notes(results: dict) -> list[str]:
             limits.append(f"CPU/request at most {_share(1 + goal['server_within'])}")
     if result["clients"]:
         limits.append(f"a client's round trip at most {_factor(1 + goal['client_within'])} the writev client's")
-    lines = [
+    lines = [(
         "baseline: the server, or the client, without the shim. \"of baseline\" and \"of writev\": each run's "
         "figure over the baseline's (the writev client's) run of the same round (the arms run one after the "
         "other, round by round, so that a load drifting over minutes weighs on both alike), median [95% CI] of "
         "those ratios. The goal lines read them: an adaptive policy is within its goal when its whole interval "
         f"meets it ({', '.join(limits)}), not within when the whole interval is beyond it, else not resolved; "
-        "with one run an arm there is no interval, and no verdict.",
-    ]
+        "with one run an arm there is no interval, and no verdict."
+    )]
     if not cpu:
         return lines
     # Half an interval, in % of the baseline: how finely the goal lines resolve a difference.
@@ -484,12 +484,14 @@ def servers_notes(results: dict) -> list[str]:
     )
     return [
         *lines,
-        "CPU/request: the CPU time the server's whole process tree spent while the client ran (every process "
-        "and thread, the ones that exited during the run too, as PostgreSQL's backend per connection), over "
-        f"the requests the client made; from a cgroup the server ran in ({result['cpu_source']}). The "
-        "server's start is not in it. What the shim adds is work in the server's own processes: this counts "
-        "it, where requests/s also moves with how the CPUs are shared between the client, the server and "
-        "anything else running.",
+        (
+            "CPU/request: the CPU time the server's whole process tree spent while the client ran (every process "
+            "and thread, the ones that exited during the run too, as PostgreSQL's backend per connection), over "
+            f"the requests the client made; from a cgroup the server ran in ({result['cpu_source']}). The "
+            "server's start is not in it. What the shim adds is work in the server's own processes: this counts "
+            "it, where requests/s also moves with how the CPUs are shared between the client, the server and "
+            "anything else running."
+        ),
         f"So CPU/request is the figure to read against a 1% goal: {resolution}.",
     ]
 

@@ -449,8 +449,8 @@ class Servers:
         if not removed:
             return []
         shown = ", ".join(removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
-        return [f"servers: removed {len(removed)} empty cgroup{'s' if len(removed) > 1 else ''} a killed bench "
-                f"left in {accounting.directory}: {shown}"]
+        groups = f"{len(removed)} empty cgroup{'s' if len(removed) > 1 else ''}"
+        return [f"servers: removed {groups} a killed bench left in {accounting.directory}: {shown}"]
 
     def servers(self, path) -> list[Server]:
         return [server for server in SERVERS if path.name == "loopback" and server.missing() is None]
