@@ -145,7 +145,7 @@ def test_results_follow_the_schema_and_the_text_shows_every_table(servers_run):
                 "finely it resolves a difference") in words
     assert "15 two-byte writes, then a 2-byte reply (seed 004): the client under each policy" in words
     assert "Against the goals" in result.stdout
-    # One run an arm: the servers' figures without an interval, and no verdict.
+    # One run an arm: the servers' figures without an interval, and every goal not resolved.
     servers_text = result.stdout.split("15 two-byte writes")[0]
     assert not re.search(r"\b([\d,.]+) \[\1-\1\]", servers_text) and "[95% CI]" in servers_text
     suite = results["suites"]["servers"]

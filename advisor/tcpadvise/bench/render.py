@@ -464,7 +464,7 @@ def servers_notes(results: dict) -> list[str]:
         "other, round by round, so that a load drifting over minutes weighs on both alike), median [95% CI] of "
         "those ratios. The goal lines read them: an adaptive policy is within its goal when its whole interval "
         f"meets it ({', '.join(limits)}), not within when the whole interval is beyond it, else not resolved; "
-        "with one run an arm there is no interval, and no verdict."
+        "with one run an arm there is no interval, and every goal is not resolved."
     )]
     if not cpu:
         return lines
