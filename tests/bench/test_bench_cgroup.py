@@ -164,3 +164,63 @@ def test_removing_a_group_that_cannot_go_is_an_error_naming_it(tmp_path):
     (group.path / "kept").write_text("")
     with pytest.raises(BenchError, match=f"{group.path}: cannot remove the bench's cgroup"):
         group.remove()
+
+
+def aged(path: Path) -> Path:
+    """A group made two hours ago, as a killed bench's (a cgroup's directory keeps the time it was made)."""
+    past = time.time() - 7200
+    os.utime(path, (past, past))
+    return path
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_killed_bench_s_empty_groups_are_removed_and_no_other(version):
+    hierarchy = usable_hierarchy(version)
+    directory = hierarchy.directory
+    made = []
+
+    def group(name: str) -> Path:
+        path = directory / name
+        path.mkdir()
+        made.append(path)
+        return path
+
+    hexes = iter(os.urandom(8).hex() for _ in range(8))
+    sleeper = None
+    try:
+        stale = aged(group(f"tcpadvise-bench-{next(hexes)}"))
+        # Ours by name and old, but a process is still in it (a server a killed bench left running).
+        busy = aged(group(f"tcpadvise-bench-{next(hexes)}"))
+        sleeper = subprocess.Popen(["/bin/sh", "-c", 'echo $$ > "$0" && exec sleep 60', str(busy / "cgroup.procs")])
+        deadline = time.monotonic() + 10
+        while str(sleeper.pid) not in (busy / "cgroup.procs").read_text().split() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # Ours by name, empty, but just made: another bench's, between its mkdir and its server's start.
+        fresh = group(f"tcpadvise-bench-{next(hexes)}")
+        # Ours by name, old, no process, but a group inside: the kernel will not remove it.
+        parent = aged(group(f"tcpadvise-bench-{next(hexes)}"))
+        child = group(f"{parent.name}/inner")
+        # Empty and old, but not named as ours.
+        foreign = [aged(group(name)) for name in (f"tcpadvise-bench-{next(hexes)}0", f"tcpadvise-bench-{'x' * 16}",
+                                                   f"other-{next(hexes)}", f"tcpadvise-bench-{next(hexes).upper()}")]
+        removed = cgroup.remove_stale(hierarchy)
+        assert stale.name in removed and not stale.exists()
+        for kept in (busy, fresh, parent, child, *foreign):
+            assert kept.name not in removed and kept.is_dir(), kept
+        assert sleeper.poll() is None and (busy / "cgroup.procs").read_text().split() == [str(sleeper.pid)]
+        # Nothing of ours left to remove: a second pass removes nothing.
+        assert [name for name in cgroup.remove_stale(hierarchy) if directory / name in made] == []
+    finally:
+        if sleeper is not None:
+            sleeper.kill()
+            sleeper.wait()
+        for path in reversed(made):
+            deadline = time.monotonic() + 5
+            while path.exists():
+                try:
+                    path.rmdir()
+                except OSError:
+                    # EBUSY while the killed sleeper leaves its group.
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)

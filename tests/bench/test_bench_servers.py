@@ -3,15 +3,20 @@ nginx, PostgreSQL) under every policy, the multi-write clients, the tables,
 the goals, the chart and the results' schema; and what it says when the
 servers are not there."""
 
+import contextlib
 import json
 import os
+import re
+import shutil
+import subprocess
+import time
 
 import pytest
 from tcpadvise import schemas
-from tcpadvise.bench.cgroup import Hierarchy, cpu_accounting
+from tcpadvise.bench.cgroup import CpuGroup, Hierarchy, cpu_accounting
 from tcpadvise.bench.render import goals, servers_notes, summary_text
-from tcpadvise.bench.servers import SERVERS
-from tcpadvise.bench.suites import ADAPTIVE, POLICIES, WRITEV
+from tcpadvise.bench.servers import SERVERS, Redis
+from tcpadvise.bench.suites import POLICIES, WRITEV
 from testlib import invoke
 
 from .conftest import TINY
@@ -66,7 +71,8 @@ def test_every_installed_server_runs_under_every_policy(servers_run):
                 assert arm["traces"] == [0], (name, policy)
             else:
                 assert arm["traces"][0] >= 1, (name, policy)
-        assert server["arms"]["baseline"]["vs_baseline"] == 1
+        baseline = server["arms"]["baseline"]
+        assert baseline["vs_baseline"] == baseline["vs_baseline_paired"]["median"] == 1
 
 
 def test_every_server_run_has_its_cpu_time_per_request(servers_run):
@@ -109,7 +115,9 @@ def test_the_policies_remove_the_multi_write_clients_stall(servers_run):
         assert median["baseline"] > STALLED_US and median["observe"] > STALLED_US, (name, median)
         for policy in (WRITEV, "cork", "coalesce", "cork-fixed", "coalesce-fixed"):
             assert median[policy] < UNSTALLED_US, (name, policy, median)
-        assert arms[WRITEV]["vs_writev"] == 1
+        assert arms[WRITEV]["vs_writev"] == arms[WRITEV]["vs_writev_paired"]["median"] == 1
+        # One run: the pairing is that run's own median over the writev run's.
+        assert arms["coalesce"]["vs_writev_paired"]["median"] == pytest.approx(arms["coalesce"]["vs_writev"])
         assert arms["coalesce"]["segments_per_round"] == pytest.approx(1, abs=0.2)
 
 
@@ -126,17 +134,32 @@ def test_results_follow_the_schema_and_the_text_shows_every_table(servers_run):
         header = next(line for line in result.stdout.splitlines() if "requests/s [95% CI]" in line)
         if "┃" in header:
             assert [cell.strip() for cell in header.split("┃")[1:-1]] == [
-                "policy", "requests/s [95% CI]", "of baseline", "CPU/request [95% CI]", "CPU of baseline"]
+                "policy", "requests/s [95% CI]", "of baseline [95% CI]", "CPU/request [95% CI]",
+                "CPU/request of baseline [95% CI]"]
         else:
-            assert "  CPU/request [95% CI]  " in result.stdout and "  CPU of baseline  " in result.stdout
+            assert "  CPU/request [95% CI]  " in result.stdout
+            assert "  CPU/request of baseline [95% CI]  " in result.stdout
         assert "Reading the servers' figures" in result.stdout
         assert "CPU/request: the CPU time the server's whole process tree spent while the client ran" in words
         assert ("is the figure to read against a 1% goal: with one run an arm there is no interval to say how "
                 "finely it resolves a difference") in words
     assert "15 two-byte writes, then a 2-byte reply (seed 004): the client under each policy" in words
     assert "Against the goals" in result.stdout
+    # One run an arm: the servers' figures without an interval, and every goal not resolved.
+    servers_text = result.stdout.split("15 two-byte writes")[0]
+    assert not re.search(r"\b([\d,.]+) \[\1-\1\]", servers_text) and "[95% CI]" in servers_text
+    suite = results["suites"]["servers"]
+    verdicts = suite["goals"]["verdicts"]
+    assert set(verdicts["servers"]) == set(suite["servers"]) and set(verdicts["clients"]) == set(suite["clients"])
+    assert {verdict for by_figure in (*verdicts["servers"].values(), *verdicts["clients"].values())
+            for by_policy in by_figure.values() for verdict in by_policy.values()} <= {"not resolved"}
     assert all(len(line) <= 100 and line == line.rstrip() for line in result.stdout.splitlines())
     assert (out / "plots" / "servers.png").stat().st_size > 10_000
+
+
+def set_interval(paired: dict, low: float, median: float, high: float) -> None:
+    """A paired ratio as five runs would give it."""
+    paired.update(ci_low=low, median=median, ci_high=high, runs=5)
 
 
 def test_the_goal_lines_follow_the_figures(servers_run):
@@ -147,18 +170,19 @@ def test_the_goal_lines_follow_the_figures(servers_run):
     name = next(iter(suite["servers"]))
     changed = json.loads(json.dumps(results))
     arms = changed["suites"]["servers"]["servers"][name]["arms"]
-    for policy in ADAPTIVE:
-        arms[policy]["vs_baseline"] = 0.995
-    assert f"{name}: adaptive cork 99.5% and coalesce 99.5% of the baseline's requests/s (medians); within 1%." in (
-        goals(changed)
-    )
-    arms["cork"]["vs_baseline"] = 0.98
-    assert any(line.startswith(f"{name}: adaptive cork 98.0%") and "cork not within 1%" in line
-               for line in goals(changed))
+    # One run an arm: no interval, no verdict.
+    assert goals(changed)[0].endswith("cork and coalesce not resolved at 1%.")
+    # The verdict reads the interval of the runs' ratios to the baseline's: inside the goal, beyond it, across it.
+    set_interval(arms["cork"]["vs_baseline_paired"], 0.992, 0.995, 1.01)
+    set_interval(arms["coalesce"]["vs_baseline_paired"], 0.97, 0.98, 0.985)
+    assert goals(changed)[0] == (
+        f"{name}: adaptive cork 99.5% [99.2-101.0%] and coalesce 98.0% [97.0-98.5%] of the baseline's requests/s "
+        "(each run against the baseline's run of its round: median [95% CI]); cork within 1%; coalesce not within 1%.")
+    arms["coalesce"]["vs_baseline_paired"]["ci_high"] = 0.995
+    assert goals(changed)[0].endswith("cork within 1%; coalesce not resolved at 1%.")
     if changed["suites"]["servers"]["cpu_source"] is not None:
-        # The verdict reads the interval of the runs' ratios to the baseline's: inside the goal, above it, across it.
         for policy, (low, median, high) in (("cork", (0.998, 1.004, 1.009)), ("coalesce", (1.012, 1.02, 1.03))):
-            arms[policy]["cpu_vs_baseline_paired"].update(ci_low=low, median=median, ci_high=high)
+            set_interval(arms[policy]["cpu_vs_baseline_paired"], low, median, high)
         line = next(line for line in goals(changed) if "CPU time per request" in line)
         assert line == (f"{name}: adaptive cork 100.4% [99.8-100.9%] and coalesce 102.0% [101.2-103.0%] of the "
                         "baseline's CPU time per request (each run against the baseline's run of its round: median "
@@ -167,9 +191,11 @@ def test_the_goal_lines_follow_the_figures(servers_run):
         assert next(line for line in goals(changed) if "CPU time per request" in line).endswith(
             "cork within 1%; coalesce not resolved at 1%.")
     client = changed["suites"]["servers"]["clients"]["nagle"]["arms"]
-    client["cork"]["vs_writev"], client["coalesce"]["vs_writev"] = 1.2, 1.01
+    set_interval(client["cork"]["vs_writev_paired"], 1.15, 1.2, 1.25)
+    set_interval(client["coalesce"]["vs_writev_paired"], 1.0, 1.01, 1.02)
     line = next(line for line in goals(changed) if line.startswith("nagle:"))
-    assert "cork 1.2x and coalesce 1.01x" in line and line.endswith("cork not within 5%.")
+    assert "cork 1.200x [1.150-1.250x] and coalesce 1.010x [1.000-1.020x]" in line
+    assert line.endswith("coalesce within 5%; cork not within 5%.")
     # Narrow, every figure still whole: tables become blocks.
     assert all(len(line) <= 60 for line in summary_text(changed, 60).splitlines() if not line.startswith("- "))
 
@@ -189,7 +215,7 @@ def test_without_a_cgroup_the_cpu_column_is_left_out_and_the_reason_said(servers
             arm["cpu_us_per_request"] = arm["cpu_vs_baseline"] = arm["cpu_vs_baseline_paired"] = None
     assert schemas.errors(changed["schema"], changed) == []
     text = summary_text(changed, 100)
-    assert "CPU/request" not in text and "CPU of baseline" not in text and servers_notes(changed) == []
+    assert "CPU/request" not in text and not any("CPU/request" in line for line in servers_notes(changed))
     assert goals(changed)[-1] == reason and not any("baseline's CPU time per request" in line for line in goals(changed))
 
 
@@ -204,3 +230,34 @@ def test_without_the_servers_the_clients_still_run(built, tmp_path):
     assert results["servers"] == {}
     assert {line.split(" left out")[0] for line in results["left_out"]} == {f"servers: {s.name}" for s in SERVERS}
     assert set(results["clients"]) == {"nagle", "header-body"}
+
+
+def test_a_killed_bench_s_cgroup_is_removed_at_the_start_and_said(built, tmp_path):
+    accounting = counting_cpu()
+    if Redis().missing():
+        pytest.skip(f"redis: {Redis().missing()}")
+    # What a bench killed by SIGKILL leaves: its group, made as every run's is, that counted a server which
+    # exited since, made two hours ago.
+    left = CpuGroup(accounting)
+    subprocess.run([*left.launcher, "true"], check=True, timeout=30)
+    past = time.time() - 7200
+    os.utime(left.path, (past, past))
+    # redis alone (the other servers' clients are not on this PATH), one short run an arm.
+    path = tmp_path / "bin"
+    path.mkdir()
+    for program in ("redis-server", "redis-benchmark", "taskset"):
+        if found := shutil.which(program):
+            (path / program).symlink_to(found)
+    try:
+        result = invoke("bench", "servers", *TINY, "-o", str(tmp_path / "s.json"), env={**built, "PATH": str(path)})
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            left.path.rmdir()
+    assert result.exit_code == 0, result.output
+    # One line, wrapped at the console's width: read the words.
+    words = " ".join(result.output.split())
+    said = (f"tcpadvise: servers: removed 1 empty cgroup a killed bench left in {accounting.directory}: "
+            f"{left.path.name} ")
+    assert words.count(said) == 1 and words.count("a killed bench") == 1, result.output
+    assert not left.path.exists()
+    assert list(json.loads((tmp_path / "s.results.json").read_text())["suites"]["servers"]["servers"]) == ["redis"]

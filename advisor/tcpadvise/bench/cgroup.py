@@ -28,7 +28,12 @@ from pathlib import Path
 from ..errors import BenchError
 
 _PREFIX = "tcpadvise-bench-"
+# The names CpuGroup makes: what remove_stale may remove, and nothing else.
+_OURS = re.compile(re.escape(_PREFIX) + "[0-9a-f]{16}")
 _REMOVE_SECONDS = 5
+# A live bench's group is empty only between its mkdir and its server's start, and between the server's exit
+# and its rmdir (moments): an empty group older than this is a killed bench's (SIGKILL skips every cleanup).
+_STALE_SECONDS = 60
 # The shell that puts itself into the group, then becomes the server: every process the server forks is
 # born in the group, and the shell's own start is over before any window opens.
 _ENTER = 'echo $$ > "$0" && exec "$@"'
@@ -166,6 +171,29 @@ class CpuGroup:
             pass
         except OSError as error:
             raise BenchError(f"{self.path}: cannot remove the bench's cgroup ({error.strerror})") from None
+
+
+def remove_stale(hierarchy: Hierarchy) -> list[str]:
+    """Remove the groups a killed bench left in the hierarchy's directory; return their names. Only a group
+    named as CpuGroup names them, that holds no process and was made over _STALE_SECONDS ago (another
+    bench running now may have just made its own) goes; the kernel's rmdir refuses a group that has gained a
+    process or a group meanwhile, and that one stays too."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for path in sorted(hierarchy.directory.iterdir()):
+            if not _OURS.fullmatch(path.name):
+                continue
+            try:
+                if (path / "cgroup.procs").read_text().strip():
+                    continue
+                if time.time() - path.stat().st_mtime < _STALE_SECONDS:
+                    continue
+                path.rmdir()
+            except OSError:
+                # Gone already (its bench removed it), or busy again: not ours to remove now.
+                continue
+            removed.append(path.name)
+    return removed
 
 
 @contextlib.contextmanager

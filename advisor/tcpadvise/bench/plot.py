@@ -287,10 +287,10 @@ def _servers(result: dict, path: str):
     else:
         server_axes, client_axes = figure.subplots(1, 2, width_ratios=(3, 2))
     if result["servers"]:
-        _against_baseline(server_axes, result, "requests_per_s", "requests/s", higher_is_better=True)
-    server_axes.set_title(f"real servers, server under each policy - {path}", fontsize=10)
+        _against_baseline(server_axes, result, "vs_baseline_paired", "requests/s", higher_is_better=True)
+    server_axes.set_title(f"real servers' requests/s, the server under each policy - {path}", fontsize=10)
     if cpu:
-        _against_baseline(cpu_axes, result, "cpu_us_per_request", "the server's CPU time per request",
+        _against_baseline(cpu_axes, result, "cpu_vs_baseline_paired", "CPU time per request",
                           higher_is_better=False)
         cpu_axes.set_title("the server's CPU time per request (its whole process tree, from its cgroup)",
                            fontsize=10)
@@ -307,21 +307,20 @@ def _servers(result: dict, path: str):
     return figure
 
 
-def _against_baseline(axes, result: dict, figure: str, label: str, higher_is_better: bool) -> None:
-    """Each server's arms' `figure` as a % of its baseline's median, with the goal's line for the adaptive
-    policies (below it for a rate, above it for a cost)."""
+def _against_baseline(axes, result: dict, field: str, label: str, higher_is_better: bool) -> None:
+    """Each server's arms' paired ratio `field` (each run against the baseline's run of its round: median and 95%
+    interval, as the goal lines read it) as a %, with the goal's line for the adaptive policies (below it for a
+    rate, above it for a cost)."""
     values = {
-        name: {policy: arm[figure] for policy, arm in server["arms"].items()}
+        name: {policy: arm.get(field) for policy, arm in server["arms"].items()}
         for name, server in result["servers"].items()
     }
-    baselines = {name: (by_policy["baseline"] or {}).get("median", 0) / 100 for name, by_policy in values.items()}
-    _grouped_bars(axes, values, baselines)
+    _grouped_bars(axes, values, {name: 0.01 for name in values})
     within = result["goals"]["server_within"]
     axes.axhline(100 * (1 - within if higher_is_better else 1 + within), color="black", linewidth=0.8,
                  linestyle="--", label="goal for adaptive")
-    axes.set_ylabel(f"{label}, % of the baseline's median")
-    shares = [arm["median"] / baselines[name] for name, by_policy in values.items() for arm in by_policy.values()
-              if arm and baselines[name]]
+    axes.set_ylabel(f"{label}, % of the baseline's run of the same round")
+    shares = [100 * paired["median"] for by_policy in values.values() for paired in by_policy.values() if paired]
     if higher_is_better:
         axes.set_ylim(min(90, min(shares, default=90) - 5), None)
     else:

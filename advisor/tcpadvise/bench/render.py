@@ -14,6 +14,7 @@ import io
 import math
 import os
 import sys
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -24,6 +25,8 @@ from ..render.layout import fits, labelled_block
 from ..units import DASH, duration_unit, format_bytes, format_duration_us, ratio
 from . import seeds
 from .run import Progress as BenchProgress
+from .stats import NOT_RESOLVED, NOT_WITHIN, WITHIN
+from .suites import SERVER_GOALS, goal_verdicts
 
 _PENALTY_NAMES = {"fill": "filling one segment", "second": "a second segment", "fourth": "a fourth segment"}
 _PENALTY_SIZES = {"fill": "mss", "second": "mss+1", "fourth": "3*mss+1"}
@@ -62,6 +65,9 @@ class ProgressBar(BenchProgress):
 
     def warn(self, message):
         self._progress.console.print(f"tcpadvise: warning: {message}", highlight=False)
+
+    def note(self, message):
+        self._progress.console.print(f"tcpadvise: {message}", highlight=False)
 
 
 PIPED_WIDTH = 80
@@ -346,25 +352,47 @@ def _share(fraction: float | None) -> str:
 
 
 def _factor(factor: float | None) -> str:
-    """'1.03x': three digits, enough to read a 5% goal."""
-    return DASH if factor is None else f"{factor:.3g}x" if factor < 100 else f"{factor:,.0f}x"
+    """'1.046x': a tenth of a per cent, enough to read a 5% goal."""
+    return DASH if factor is None else f"{factor:.3f}x" if factor < 10 else f"{factor:,.0f}x"
+
+
+def _interval(paired: dict | None, shown: Callable[[float], str], unit: str) -> str:
+    """A paired ratio as 'median [low-high]' in `shown`'s form, the unit said once; the median alone when
+    the interval is a point (one run, or the reference arm against itself)."""
+    if paired is None:
+        return DASH
+    low, median, high = (shown(paired[key]) for key in ("ci_low", "median", "ci_high"))
+    return median if low == high else f"{median} [{low.removesuffix(unit)}-{high}]"
+
+
+def _share_ci(paired: dict | None) -> str:
+    """'100.4% [99.8-100.9%]'."""
+    return _interval(paired, _share, "%")
+
+
+def _factor_ci(paired: dict | None) -> str:
+    """'1.046x [1.031-1.060x]'."""
+    return _interval(paired, _factor, "x")
 
 
 def _rate_ci(summary: dict | None) -> str:
+    """'80,890 [79,130-84,388]'; the median alone from one run (one sample: no interval)."""
     if summary is None:
         return DASH
     low, median, high = (f"{summary[key]:,.0f}" for key in ("ci_low", "median", "ci_high"))
-    return f"{median} [{low}-{high}]"
+    return median if summary["runs"] < 2 else f"{median} [{low}-{high}]"
 
 
 def _cpu_ci(summary: dict | None) -> str:
     """'8.190 [8.171-8.222] µs': four significant digits of the largest (to a tenth of a percent), the same
-    decimals throughout."""
+    decimals throughout; the median alone from one run."""
     if summary is None:
         return DASH
     unit, convert = duration_unit(summary["median"])
     low, median, high = (convert(summary[key]) for key in ("ci_low", "median", "ci_high"))
     decimals = max(0, 3 - math.floor(math.log10(high))) if high > 0 else 0
+    if summary["runs"] < 2:
+        return f"{median:.{decimals}f} {unit}"
     return f"{median:.{decimals}f} [{low:.{decimals}f}-{high:.{decimals}f}] {unit}"
 
 
@@ -373,9 +401,9 @@ def _servers_tables(result: dict) -> list[FigureTable]:
     # Without a cgroup to count the servers' CPU time in, its columns are left out (result["left_out"] says why).
     cpu = result.get("cpu_source") is not None
     for server in result["servers"].values():
-        columns = ["requests/s [95% CI]", "of baseline"]
+        columns = ["requests/s [95% CI]", "of baseline [95% CI]"]
         if cpu:
-            columns += ["CPU/request [95% CI]", "CPU of baseline"]
+            columns += ["CPU/request [95% CI]", "CPU/request of baseline [95% CI]"]
         # Every arm runs as often (a failed run stops the bench): the count is said once, in the title.
         runs = max((arm["requests_per_s"]["runs"] for arm in server["arms"].values() if arm["requests_per_s"]),
                    default=0)
@@ -387,9 +415,9 @@ def _servers_tables(result: dict) -> list[FigureTable]:
             *columns,
         )
         for policy, arm in server["arms"].items():
-            cells = [_rate_ci(arm["requests_per_s"]), _share(arm["vs_baseline"])]
+            cells = [_rate_ci(arm["requests_per_s"]), _share_ci(arm.get("vs_baseline_paired"))]
             if cpu:
-                cells += [_cpu_ci(arm["cpu_us_per_request"]), _share(arm["cpu_vs_baseline"])]
+                cells += [_cpu_ci(arm["cpu_us_per_request"]), _share_ci(arm["cpu_vs_baseline_paired"])]
             table.add_row(policy, *cells)
         tables.append(table)
     for client in result["clients"].values():
@@ -398,7 +426,7 @@ def _servers_tables(result: dict) -> list[FigureTable]:
             "policy",
             "round trip [95% CI]",
             "p99",
-            "of writev",
+            "of writev [95% CI]",
             "segments/request",
         )
         for policy, arm in client["arms"].items():
@@ -407,49 +435,64 @@ def _servers_tables(result: dict) -> list[FigureTable]:
                 policy,
                 _duration_ci(trip),
                 format_duration_us(trip["p99"]) if trip else DASH,
-                _factor(arm["vs_writev"]),
+                _factor_ci(arm.get("vs_writev_paired")),
                 f"{arm['segments_per_round']:.1f}" if arm["segments_per_round"] is not None else DASH,
             )
         tables.append(table)
     return tables
 
 
-def _half_width(summary: dict | None) -> float | None:
-    """Half the 95% interval, as a fraction of the median: how finely the figure resolves a difference."""
-    if not summary or not summary["median"]:
-        return None
-    return (summary["ci_high"] - summary["ci_low"]) / 2 / summary["median"]
-
-
 def servers_notes(results: dict) -> list[str]:
-    """What the servers' CPU time per request is, why it is the figure to read against the 1% goal, and how
-    finely this run resolves it."""
+    """What the servers suite's figures are: the baseline, the "of baseline" ratios and how a goal line judges
+    them, what the servers' CPU time per request is, why it is the figure to read against the 1% goal, and how
+    finely this run resolves the goals."""
     result = results["suites"].get("servers")
-    if result is None or not result["servers"] or result.get("cpu_source") is None:
+    if result is None or not (result["servers"] or result["clients"]):
         return []
-    baselines = [server["arms"]["baseline"] for server in result["servers"].values()]
+    goal = result["goals"]
+    cpu = result.get("cpu_source") is not None and bool(result["servers"])
+    limits = []
+    if result["servers"]:
+        limits.append(f"requests/s at least {_share(1 - goal['server_within'])} of the baseline's")
+        if cpu:
+            limits.append(f"CPU/request at most {_share(1 + goal['server_within'])}")
+    if result["clients"]:
+        limits.append(f"a client's round trip at most {_factor(1 + goal['client_within'])} the writev client's")
+    lines = [(
+        "baseline: the server, or the client, without the shim. \"of baseline\" and \"of writev\": each run's "
+        "figure over the baseline's (the writev client's) run of the same round (the arms run one after the "
+        "other, round by round, so that a load drifting over minutes weighs on both alike), median [95% CI] of "
+        "those ratios. The goal lines read them: an adaptive policy is within its goal when its whole interval "
+        f"meets it ({', '.join(limits)}), not within when the whole interval is beyond it, else not resolved; "
+        "with one run an arm there is no interval, and every goal is not resolved."
+    )]
+    if not cpu:
+        return lines
+    # Half an interval, in % of the baseline: how finely the goal lines resolve a difference.
     widths = {
-        figure: [width for arm in baselines if (width := _half_width(arm[figure])) is not None]
-        for figure in ("requests_per_s", "cpu_us_per_request")
+        figure: [(paired["ci_high"] - paired["ci_low"]) / 2 for server in result["servers"].values()
+                 for policy in goal["adaptive"]
+                 if (paired := server["arms"][policy].get(field)) and paired["runs"] > 1]
+        for figure, field, _ in SERVER_GOALS
     }
-    several = all(arm["requests_per_s"] and arm["requests_per_s"]["runs"] > 1 for arm in baselines)
     resolution = (
-        f"in this run the baselines' 95% intervals are ±{_spread(widths['cpu_us_per_request'])} of their medians "
-        f"for CPU/request, ±{_spread(widths['requests_per_s'])} for requests/s; a difference within a server's "
+        f"in this run the adaptive policies' intervals are ±{_spread(widths['cpu_us_per_request'])} for "
+        f"CPU/request, ±{_spread(widths['requests_per_s'])} for requests/s; a difference narrower than its "
         "interval is not resolved (more runs, or a quieter machine, narrow it)"
-        if several and widths["requests_per_s"] and widths["cpu_us_per_request"]
+        if widths["requests_per_s"] and widths["cpu_us_per_request"]
         else "with one run an arm there is no interval to say how finely it resolves a difference (--runs 5 or more)"
     )
     return [
-        "CPU/request: the CPU time the server's whole process tree spent while the client ran (every process "
-        "and thread, the ones that exited during the run too, as PostgreSQL's backend per connection), over "
-        f"the requests the client made; from a cgroup the server ran in ({result['cpu_source']}). The "
-        "server's start is not in it. What the shim adds is work in the server's own processes: this counts "
-        "it, where requests/s also moves with how the CPUs are shared between the client, the server and "
-        "anything else running.",
-        f"So CPU/request is the figure to read against a 1% goal: {resolution}. The goal lines compare each run "
-        "with the baseline's run of the same round (the arms run one after the other, round by round), which "
-        "takes out a load that drifts over minutes.",
+        *lines,
+        (
+            "CPU/request: the CPU time the server's whole process tree spent while the client ran (every process "
+            "and thread, the ones that exited during the run too, as PostgreSQL's backend per connection), over "
+            f"the requests the client made; from a cgroup the server ran in ({result['cpu_source']}). The "
+            "server's start is not in it. What the shim adds is work in the server's own processes: this counts "
+            "it, where requests/s also moves with how the CPUs are shared between the client, the server and "
+            "anything else running."
+        ),
+        f"So CPU/request is the figure to read against a 1% goal: {resolution}.",
     ]
 
 
@@ -463,60 +506,43 @@ def _percent_1(fraction: float) -> str:
     return f"{100 * fraction:.1f}%"
 
 
-def _cpu_goal(name: str, server: dict, adaptive: list[str], within: float) -> str:
-    """The goal line of a server's CPU time per request: each adaptive policy's runs against the baseline's run
-    of the same round, median [95% CI]; within the goal when the whole interval is, missed when the whole
-    interval is above it, else not resolved."""
-    shares, verdicts = [], {"within": [], "not within": [], "not resolved at": []}
-    for policy in adaptive:
-        paired = server["arms"][policy].get("cpu_vs_baseline_paired")
-        if paired is None:
-            shares.append(f"{policy} {DASH}")
-            verdicts["not resolved at"].append(policy)
-            continue
-        shares.append(f"{policy} {_share(paired['median'])} [{_share(paired['ci_low'])[:-1]}-"
-                      f"{_share(paired['ci_high'])}]")
-        verdict = ("within" if paired["ci_high"] <= 1 + within
-                   else "not within" if paired["ci_low"] > 1 + within else "not resolved at")
-        verdicts[verdict].append(policy)
-    said = [f"{' and '.join(policies)} {verdict} {_percent(within)}" for verdict, policies in verdicts.items()
-            if policies]
-    return (f"{name}: adaptive " + " and ".join(shares) + " of the baseline's CPU time per request (each run "
-            "against the baseline's run of its round: median [95% CI]); " + "; ".join(said) + ".")
+_VERDICT_WORDS = {WITHIN: "within", NOT_WITHIN: "not within", NOT_RESOLVED: "not resolved at"}
+
+
+def _goal_line(subject: str, arms: dict, field: str, verdicts: dict[str, str], goal: float, what: str,
+               reference: str, aside: str = "") -> str:
+    """One goal line: each adaptive policy's paired ratio `field` (its runs against the reference arm's run of
+    the same round), median [95% CI], and its verdict against `goal` (a fraction)."""
+    shown = _factor_ci if field == "vs_writev_paired" else _share_ci
+    shares = [f"{policy} {shown(arms[policy].get(field))}" for policy in verdicts]
+    said = [f"{' and '.join(policies)} {_VERDICT_WORDS[verdict_]} {_percent(goal)}"
+            for verdict_ in _VERDICT_WORDS
+            if (policies := [policy for policy, given in verdicts.items() if given == verdict_])]
+    return (f"{subject}: adaptive " + " and ".join(shares) + f" {what} (each run against {reference}'s run of "
+            f"its round: median [95% CI]{aside}); " + "; ".join(said) + ".")
 
 
 def goals(results: dict) -> list[str]:
-    """Whether the adaptive policies met the servers suite's goals, one line per server and client."""
+    """Whether the adaptive policies met the servers suite's goals: a line per server and figure, and per
+    client, each on its paired ratio (suites.goal_verdicts, judged again from the figures given)."""
     result = results["suites"].get("servers")
     if result is None:
         return []
     goal = result["goals"]
-    adaptive = goal["adaptive"]
+    verdicts = goal_verdicts(result)
+    what = {"requests_per_s": "of the baseline's requests/s",
+            "cpu_us_per_request": "of the baseline's CPU time per request"}
     lines = []
     for name, server in result["servers"].items():
-        shares = {policy: server["arms"][policy]["vs_baseline"] for policy in adaptive}
-        missed = [policy for policy, share in shares.items() if share is None or share < 1 - goal["server_within"]]
-        lines.append(
-            f"{name}: adaptive "
-            + " and ".join(f"{policy} {_share(share)}" for policy, share in shares.items())
-            + " of the baseline's requests/s (medians); "
-            + (f"within {_percent(goal['server_within'])}" if not missed else f"{' and '.join(missed)} not within "
-               f"{_percent(goal['server_within'])}")
-            + "."
-        )
-        if result.get("cpu_source") is not None:
-            lines.append(_cpu_goal(name, server, adaptive, goal["server_within"]))
+        for figure, field, _ in SERVER_GOALS:
+            if figure in verdicts["servers"][name]:
+                lines.append(_goal_line(name, server["arms"], field, verdicts["servers"][name][figure],
+                                        goal["server_within"], what[figure], "the baseline"))
     for name, client in result["clients"].items():
-        factors = {policy: client["arms"][policy]["vs_writev"] for policy in adaptive}
-        missed = [policy for policy, factor in factors.items() if factor is None or factor > 1 + goal["client_within"]]
-        lines.append(
-            f"{name}: adaptive "
-            + " and ".join(f"{policy} {_factor(factor)}" for policy, factor in factors.items())
-            + f" the writev client's round trip (baseline {_factor(client['arms']['baseline']['vs_writev'])}); "
-            + (f"within {_percent(goal['client_within'])}" if not missed else f"{' and '.join(missed)} not within "
-               f"{_percent(goal['client_within'])}")
-            + "."
-        )
+        no_shim = _factor_ci(client["arms"]["baseline"].get("vs_writev_paired"))
+        lines.append(_goal_line(name, client["arms"], "vs_writev_paired", verdicts["clients"][name]["round_trip_us"],
+                                goal["client_within"], "the writev client's round trip", "the writev client",
+                                f"; baseline, no shim: {no_shim}"))
     lines += result["left_out"]
     return lines
 

@@ -70,6 +70,9 @@ class Progress:
     def warn(self, message: str) -> None:
         """Something was left out; the run goes on."""
 
+    def note(self, message: str) -> None:
+        """Something the user should know that is no fault (what an earlier bench left, cleaned up)."""
+
 
 def find_loadgen(environ: Mapping[str, str] = os.environ) -> Path:
     """$TCPADVISE_LOADGEN if set, else the load generator of the shim's installation
@@ -96,6 +99,8 @@ def run_bench(
         suite_results = {}
         for name in settings.suites:
             suite = SUITES[name]
+            for line in suite.tidy(path):
+                progress.note(line)
             for reason in suite.left_out(path):
                 progress.warn(reason)
             arms = [arm for arm in suite.arms(settings, path) if arm.policy is None or shim()]

@@ -147,3 +147,19 @@ def segment_penalties(times_by_size: dict[int, float], mss: int) -> dict[str, fl
         name: None if size is None or size == 1 else times_by_size[size] / base - 1
         for name, size in picks.items()
     }
+
+
+WITHIN, NOT_WITHIN, NOT_RESOLVED = "within", "not within", "not resolved"
+
+
+def verdict(paired: dict | None, limit: float, higher_is_worse: bool) -> str:
+    """Whether a paired ratio (a summary's dict: median and 95% interval) meets a goal's `limit`: WITHIN when
+    its whole interval is on the goal's side of it (at most `limit` for a cost, at least for a rate),
+    NOT_WITHIN when the whole interval is beyond it, NOT_RESOLVED when the interval straddles it, or when
+    there is no interval (no figure, or a single run's)."""
+    if paired is None or paired["runs"] < 2:
+        return NOT_RESOLVED
+    low, high = paired["ci_low"], paired["ci_high"]
+    if higher_is_worse:
+        return WITHIN if high <= limit else NOT_WITHIN if low > limit else NOT_RESOLVED
+    return WITHIN if low >= limit else NOT_WITHIN if high < limit else NOT_RESOLVED

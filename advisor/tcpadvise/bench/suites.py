@@ -6,14 +6,15 @@ Round trips are in microseconds, throughput in Mbit/s; every figure is a
 bench_stats.Summary (as a dict) pooling the arm's runs.
 """
 
-from collections.abc import Sequence
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from ..model import hist
-from .cgroup import Hierarchy, cpu_accounting
+from .cgroup import Hierarchy, cpu_accounting, remove_stale
 from .servers import SERVERS, Server, ServerArm
-from .stats import after_warmup, interval_rates_mbit_s, segment_penalties, summarize
+from .stats import after_warmup, interval_rates_mbit_s, segment_penalties, summarize, verdict
 
 # The round trip a stalled arm is allowed per planned round: 200 rounds stop
 # after 0.4 s, so a 40 ms delayed-ACK stall yields about ten.
@@ -79,6 +80,10 @@ class Suite(Protocol):
 
     def left_out(self, path) -> list[str]: ...
 
+    def tidy(self, path) -> list[str]:
+        """Clean up what an earlier bench, killed, left behind before this one runs; a line each for the user."""
+        ...
+
     def arms(self, settings: Settings, path) -> list[Arm | ServerArm]: ...
 
     def analyze(self, documents: dict[str, list[dict]], settings: Settings, path) -> dict: ...
@@ -90,6 +95,9 @@ class LoadgenSuite:
     """A suite of tcpadvise-loadgen arms only: the load generator runs on every path."""
 
     def left_out(self, path) -> list[str]:
+        return []
+
+    def tidy(self, path) -> list[str]:
         return []
 
 
@@ -434,6 +442,16 @@ class Servers:
             lines.append(f"servers: CPU time per request left out, {reason}")
         return lines
 
+    def tidy(self, path):
+        if not self.servers(path) or not isinstance(accounting := cpu_accounting(), Hierarchy):
+            return []
+        removed = remove_stale(accounting)
+        if not removed:
+            return []
+        shown = ", ".join(removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
+        groups = f"{len(removed)} empty cgroup{'s' if len(removed) > 1 else ''}"
+        return [f"servers: removed {groups} a killed bench left in {accounting.directory}: {shown}"]
+
     def servers(self, path) -> list[Server]:
         return [server for server in SERVERS if path.name == "loopback" and server.missing() is None]
 
@@ -458,23 +476,24 @@ class Servers:
     def analyze(self, documents, settings, path):
         servers = {}
         for server in self.servers(path):
-            arms = {policy: _throughput(documents[f"{server.name}:{policy}"]) for policy in POLICIES}
+            runs = {policy: documents[f"{server.name}:{policy}"] for policy in POLICIES}
+            arms = {policy: _throughput(runs[policy]) for policy in POLICIES}
             _relative_to(arms, "baseline", "requests_per_s", "vs_baseline")
             _relative_to(arms, "baseline", "cpu_us_per_request", "cpu_vs_baseline")
-            baseline = documents[f"{server.name}:baseline"]
             for policy, arm in arms.items():
-                arm["cpu_vs_baseline_paired"] = _paired_cpu_ratio(documents[f"{server.name}:{policy}"], baseline)
+                arm["vs_baseline_paired"] = paired_ratio(runs[policy], runs["baseline"], _requests_per_s)
+                arm["cpu_vs_baseline_paired"] = paired_ratio(runs[policy], runs["baseline"], _cpu_us_per_request)
             servers[server.name] = {"title": server.title, "arms": arms}
         clients = {}
         for client in self.clients:
-            arms = {
-                policy: point_summary([run["near"]["points"][0] for run in documents[f"{client.name}:{policy}"]])
-                for policy in (*POLICIES, WRITEV)
-            }
+            runs = {policy: documents[f"{client.name}:{policy}"] for policy in (*POLICIES, WRITEV)}
+            arms = {policy: point_summary([run["near"]["points"][0] for run in runs[policy]]) for policy in runs}
             _relative_to(arms, WRITEV, "round_trip_us", "vs_writev")
+            for policy, arm in arms.items():
+                arm["vs_writev_paired"] = paired_ratio(runs[policy], runs[WRITEV], _round_trip_us)
             clients[client.name] = {"title": client.title, "arms": arms}
         accounting = cpu_accounting() if servers else None
-        return {
+        result = {
             "seconds": settings.seconds or SERVER_SECONDS,
             "cpu_source": accounting.source if isinstance(accounting, Hierarchy) else None,
             "goals": {"adaptive": list(ADAPTIVE), "server_within": SERVER_GOAL, "client_within": CLIENT_GOAL},
@@ -482,6 +501,8 @@ class Servers:
             "clients": clients,
             "left_out": self.left_out(path),
         }
+        result["goals"]["verdicts"] = goal_verdicts(result)
+        return result
 
     def calibration(self, result):
         # Nothing the rules read: this suite proves the policies, it does not calibrate the advice.
@@ -501,21 +522,63 @@ def _throughput(runs: list[dict]) -> dict:
     }
 
 
+def _requests_per_s(run: dict) -> float:
+    return run["requests_per_s"]
+
+
 def _cpu_us_per_request(run: dict) -> float | None:
     return run["cpu_ns"] / 1e3 / run["requests"] if run["cpu_ns"] is not None else None
 
 
-def _paired_cpu_ratio(runs: list[dict], baseline: list[dict]) -> dict | None:
-    """Each run's CPU time per request over the baseline's run of the same round (the arms run one after the
-    other, round by round: a machine's load that drifts over minutes weighs on both alike), summarised."""
-    ratios = [[ours / theirs] for run, base in zip(runs, baseline)
-              if (ours := _cpu_us_per_request(run)) is not None and (theirs := _cpu_us_per_request(base))]
+def _round_trip_us(run: dict) -> float | None:
+    """A client run's median round trip after its warm-up (us)."""
+    point = run["near"]["points"][0]
+    measured = after_warmup(point["round_ns"], point["warmup"])
+    return statistics.median(measured) / 1e3 if measured else None
+
+
+def paired_ratio(runs: list[dict], reference: list[dict], figure: Callable[[dict], float | None]) -> dict | None:
+    """Each run's `figure` over the reference arm's run of the same round (the arms run one after the other,
+    round by round: a machine's load that drifts over minutes weighs on both alike), summarised: one sample a
+    run; None when no round has both. The goal lines read its interval (stats.verdict)."""
+    ratios = [[ours / theirs] for run, base in zip(runs, reference, strict=True)
+              if (ours := figure(run)) is not None and (theirs := figure(base))]
     summary = summarize(ratios)
     return summary.as_dict() if summary else None
 
 
+# Each goal: the figure it is on, the paired ratio it reads and whether a higher ratio is worse.
+SERVER_GOALS = (
+    ("requests_per_s", "vs_baseline_paired", False),
+    ("cpu_us_per_request", "cpu_vs_baseline_paired", True),
+)
+CLIENT_GOALS = (("round_trip_us", "vs_writev_paired", True),)
+
+
+def goal_verdicts(result: dict) -> dict[str, dict[str, dict[str, dict[str, str]]]]:
+    """Every goal's verdict on the servers suite's `result`: {"servers"/"clients": {name: {figure: {adaptive
+    policy: stats.verdict of its paired ratio}}}}; the servers' CPU time only where it was counted. The
+    goal lines say these (bench.render.goals computes them again from the figures it is given)."""
+    goals, verdicts = result["goals"], {}
+    for kind, goal, figures in (("servers", goals["server_within"], SERVER_GOALS),
+                                ("clients", goals["client_within"], CLIENT_GOALS)):
+        verdicts[kind] = {
+            name: {
+                figure: {
+                    policy: verdict(subject["arms"][policy].get(field),
+                                    1 + goal if higher_is_worse else 1 - goal, higher_is_worse)
+                    for policy in goals["adaptive"]
+                }
+                for figure, field, higher_is_worse in figures
+                if figure != "cpu_us_per_request" or result.get("cpu_source") is not None
+            }
+            for name, subject in result[kind].items()
+        }
+    return verdicts
+
+
 def _relative_to(arms: dict[str, dict], reference: str, figure: str, field: str) -> None:
-    """Each arm's median `figure` over the reference arm's, as `field` (None when either is missing)."""
+    """Each arm's median `figure` over the reference arm's median, as `field` (None when either is missing)."""
     base = arms[reference][figure]
     for arm in arms.values():
         ours = arm[figure]

@@ -936,9 +936,13 @@ def bench_command(
                      figure to read against 1%). Then 15 x 2 B
                      writes and a 16 B header then a 1000 B body under the
                      same policies and as one writev (goal: adaptive within
-                     5% of writev). Each server run lasts --seconds
-                     (default 2); a server not installed is left out with a
-                     warning. The servers' traces go to tmpfs (/dev/shm)
+                     5% of writev). Every ratio is paired: each run over
+                     the reference's run of the same round, median and
+                     95% interval; a goal is met when the whole interval
+                     is within it, missed when all of it is beyond, else
+                     not resolved (--runs 5 or more to resolve 1%). Each
+                     server run lasts --seconds (default 2); a server not
+                     installed is left out with a warning. The servers' traces go to tmpfs (/dev/shm)
                      when there is one: a fork-per-connection server
                      writes a trace file per connection, whose creation
                      on disk is the file system's cost. It yields no
