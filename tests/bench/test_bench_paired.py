@@ -10,8 +10,8 @@ from tcpadvise.bench.suites import POLICIES, WRITEV, Servers, Settings
 
 LOOPBACK = NetworkPath("loopback", "loopback", "127.0.0.1:1")
 ELSEWHERE = NetworkPath("target", "to the bench-server at h:1", "h:1")
-# The machine's load in each of five rounds: a reference run's figure moves 2.5-fold from round to round.
-DRIFT = (1.0, 0.6, 1.5, 0.8, 1.2)
+# The machine's load in each of seven rounds: a reference run's figure moves 2.5-fold from round to round.
+DRIFT = (1.0, 0.6, 1.5, 0.8, 1.2, 0.9, 1.1)
 
 
 def paired(*ratios: float) -> dict:
@@ -20,13 +20,34 @@ def paired(*ratios: float) -> dict:
 
 def test_a_verdict_reads_the_whole_interval():
     # A cost (CPU/request, a round trip): at most the limit.
-    assert verdict(paired(0.998, 1.004, 1.009, 1.0, 1.005), 1.01, higher_is_worse=True) == WITHIN
-    assert verdict(paired(1.012, 1.02, 1.03, 1.015, 1.025), 1.01, higher_is_worse=True) == NOT_WITHIN
-    assert verdict(paired(1.005, 1.02, 1.03, 1.0, 1.025), 1.01, higher_is_worse=True) == NOT_RESOLVED
+    assert verdict(paired(0.998, 1.004, 1.009, 1.0, 1.005, 1.002, 1.001), 1.01, higher_is_worse=True) == WITHIN
+    assert verdict(paired(1.012, 1.02, 1.03, 1.015, 1.025, 1.018, 1.011), 1.01, higher_is_worse=True) == NOT_WITHIN
+    assert verdict(paired(1.005, 1.02, 1.03, 1.0, 1.025, 1.015, 1.01), 1.01, higher_is_worse=True) == NOT_RESOLVED
     # A rate (requests/s): at least the limit; faster than the baseline is within.
-    assert verdict(paired(0.992, 1.0, 1.03, 0.995, 1.01), 0.99, higher_is_worse=False) == WITHIN
-    assert verdict(paired(0.95, 0.97, 0.985, 0.96, 0.98), 0.99, higher_is_worse=False) == NOT_WITHIN
-    assert verdict(paired(0.98, 1.0, 1.02, 0.97, 1.01), 0.99, higher_is_worse=False) == NOT_RESOLVED
+    assert verdict(paired(0.992, 1.0, 1.03, 0.995, 1.01, 0.999, 1.02), 0.99, higher_is_worse=False) == WITHIN
+    assert verdict(paired(0.95, 0.97, 0.985, 0.96, 0.98, 0.955, 0.975), 0.99, higher_is_worse=False) == NOT_WITHIN
+    assert verdict(paired(0.98, 1.0, 1.02, 0.97, 1.01, 0.99, 1.005), 0.99, higher_is_worse=False) == NOT_RESOLVED
+
+
+def test_one_sample_a_run_gets_the_exact_interval_of_its_median():
+    # Of 7 runs only the lowest to the highest covers 95% (98.4%); a bootstrap would give about the 2nd to
+    # the 6th (87.5%) and call a goal met too early.
+    seven = paired(1.004, 0.998, 1.009, 1.0, 1.012, 1.002, 1.001)
+    assert (seven["ci_low"], seven["ci_high"]) == (0.998, 1.012)
+    assert seven["confidence"] == pytest.approx(1 - 2 / 2**7)
+    assert verdict(seven, 1.01, higher_is_worse=True) == NOT_RESOLVED
+    # 21 runs: the 6th to the 16th value (97.3%).
+    many = paired(*(1 + index / 1000 for index in range(21)))
+    assert (many["ci_low"], many["ci_high"]) == (pytest.approx(1.005), pytest.approx(1.015))
+    assert many["confidence"] == pytest.approx(0.9734, abs=1e-4)
+
+
+def test_fewer_than_six_runs_never_resolve_a_goal():
+    # Five runs all well within 1%: their range holds the median only 93.75% of the time.
+    five = paired(0.998, 1.0, 1.001, 1.002, 0.999)
+    assert five["confidence"] == pytest.approx(1 - 2 / 2**5)
+    assert verdict(five, 1.01, higher_is_worse=True) == NOT_RESOLVED
+    assert verdict(paired(0.998, 1.0, 1.001, 1.002, 0.999, 1.0), 1.01, higher_is_worse=True) == WITHIN
 
 
 def test_without_an_interval_there_is_no_verdict():
@@ -74,15 +95,15 @@ def analyzed(path: NetworkPath, servers: dict[str, tuple[float, ...]], clients: 
 
 def test_the_clients_are_paired_with_the_writev_run_of_their_round():
     clients = {
-        "cork": (1.2, 1.21, 1.19, 1.2, 1.2),
-        "coalesce": (1.03, 1.03, 1.031, 1.029, 1.03),
-        "baseline": (3000,) * 5,
-        "observe": (3000,) * 5,
+        "cork": (1.2, 1.21, 1.19, 1.2, 1.2, 1.2, 1.2),
+        "coalesce": (1.03, 1.03, 1.031, 1.029, 1.03, 1.03, 1.03),
+        "baseline": (3000,) * 7,
+        "observe": (3000,) * 7,
     }
     result, results = analyzed(ELSEWHERE, {}, clients)
     arms = result["clients"]["nagle"]["arms"]
     coalesce = arms["coalesce"]["vs_writev_paired"]
-    assert coalesce["runs"] == 5 and coalesce["median"] == pytest.approx(1.03, abs=1e-3)
+    assert coalesce["runs"] == 7 and coalesce["median"] == pytest.approx(1.03, abs=1e-3)
     assert 1.028 <= coalesce["ci_low"] <= coalesce["ci_high"] <= 1.032
     assert arms[WRITEV]["vs_writev_paired"]["median"] == 1
     # Unpaired, the drift makes every arm's round trip move 2.5-fold: its interval could not resolve 5%.
@@ -98,7 +119,7 @@ def test_the_clients_are_paired_with_the_writev_run_of_their_round():
 
 
 def test_a_client_whose_rounds_straddle_the_goal_is_not_resolved():
-    _, results = analyzed(ELSEWHERE, {}, {"coalesce": (1.0, 1.1, 1.0, 1.1, 1.02), "cork": (1.02,) * 5})
+    _, results = analyzed(ELSEWHERE, {}, {"coalesce": (1.0, 1.1, 1.0, 1.1, 1.02, 1.0, 1.1), "cork": (1.02,) * 7})
     line = next(line for line in goals(results) if line.startswith("header-body:"))
     assert line.endswith("cork within 5%; coalesce not resolved at 5%.")
 
@@ -106,9 +127,9 @@ def test_a_client_whose_rounds_straddle_the_goal_is_not_resolved():
 def test_the_servers_requests_and_cpu_time_are_paired_with_the_baseline_run_of_their_round():
     servers = {
         # 0.5% slower in every round: within 1% however the load moves.
-        "cork": (0.995, 0.996, 0.994, 0.995, 0.997),
+        "cork": (0.995, 0.996, 0.994, 0.995, 0.997, 0.995, 0.996),
         # 3% slower: beyond it.
-        "coalesce": (0.97, 0.97, 0.971, 0.969, 0.97),
+        "coalesce": (0.97, 0.97, 0.971, 0.969, 0.97, 0.97, 0.97),
     }
     result, results = analyzed(LOOPBACK, servers, {})
     if not result["servers"]:

@@ -25,7 +25,7 @@ from ..render.layout import fits, labelled_block
 from ..units import DASH, duration_unit, format_bytes, format_duration_us, ratio
 from . import seeds
 from .run import Progress as BenchProgress
-from .stats import NOT_RESOLVED, NOT_WITHIN, WITHIN
+from .stats import CONFIDENCE, NOT_RESOLVED, NOT_WITHIN, WITHIN
 from .suites import SERVER_GOALS, goal_verdicts
 
 _PENALTY_NAMES = {"fill": "filling one segment", "second": "a second segment", "fourth": "a fourth segment"}
@@ -464,7 +464,9 @@ def servers_notes(results: dict) -> list[str]:
         "other, round by round, so that a load drifting over minutes weighs on both alike), median [95% CI] of "
         "those ratios. The goal lines read them: an adaptive policy is within its goal when its whole interval "
         f"meets it ({', '.join(limits)}), not within when the whole interval is beyond it, else not resolved; "
-        "with one run an arm there is no interval, and every goal is not resolved."
+        "a figure with one sample a run has the exact interval of its median (order statistics: with 7 runs the "
+        "lowest to the highest run, 98.4%), and with fewer than 6 runs none that covers 95%: every goal is then "
+        "not resolved."
     )]
     if not cpu:
         return lines
@@ -472,7 +474,7 @@ def servers_notes(results: dict) -> list[str]:
     widths = {
         figure: [(paired["ci_high"] - paired["ci_low"]) / 2 for server in result["servers"].values()
                  for policy in goal["adaptive"]
-                 if (paired := server["arms"][policy].get(field)) and paired["runs"] > 1]
+                 if (paired := server["arms"][policy].get(field)) and paired.get("confidence", CONFIDENCE) >= CONFIDENCE]
         for figure, field, _ in SERVER_GOALS
     }
     resolution = (
@@ -480,7 +482,8 @@ def servers_notes(results: dict) -> list[str]:
         f"CPU/request, ±{_spread(widths['requests_per_s'])} for requests/s; a difference narrower than its "
         "interval is not resolved (more runs, or a quieter machine, narrow it)"
         if widths["requests_per_s"] and widths["cpu_us_per_request"]
-        else "with one run an arm there is no interval to say how finely it resolves a difference (--runs 5 or more)"
+        else "with fewer than 6 runs an arm there is no 95% interval to say how finely it resolves a difference "
+        "(--runs 7 or more)"
     )
     return [
         *lines,

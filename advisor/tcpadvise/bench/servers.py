@@ -17,6 +17,7 @@ import contextlib
 import csv
 import os
 import pwd
+import random
 import re
 import shutil
 import signal
@@ -335,21 +336,43 @@ def running(server: Server, directory: Path, policy: dict | None, shim: Path | N
         # Interval 0: the shim writes its trace at exit only, nothing in the measured time.
         environment = shim_environment(environment, shim, traces, 0)
         environment["TCPADVISE_CONFIG"] = str(config)
-    port = _free_port()
-    with (directory / "start.log").open("w") as log:
-        process = subprocess.Popen([*launcher, *server.command(directory, port)], stdout=log,
-                                   stderr=subprocess.STDOUT, env=environment, cwd=directory)
+    for attempt in range(_START_ATTEMPTS):
+        port = _free_port()
+        (directory / "server.log").unlink(missing_ok=True)  # an earlier attempt's bind error
+        with (directory / "start.log").open("w") as log:
+            process = subprocess.Popen([*launcher, *server.command(directory, port)], stdout=log,
+                                       stderr=subprocess.STDOUT, env=environment, cwd=directory)
         try:
             _wait_listening(server, process, port, directory)
-            yield port
-        finally:
+        except _PortTaken:
+            if attempt + 1 == _START_ATTEMPTS:
+                raise BenchError(f"{server.name} found its port taken {_START_ATTEMPTS} times: {_log_tail(directory)}")
+            continue
+        except BaseException:
             _stop(server, process)
+            raise
+        break
+    try:
+        yield port
+    finally:
+        _stop(server, process)
+
+
+class _PortTaken(Exception):
+    """The server could not bind the port it was given: another program took it after the probe."""
+
+
+# _START_ATTEMPTS: a port taken between the probe and the server's bind (by another listener) is rare.
+_START_ATTEMPTS = 3
+_PORT_TAKEN = re.compile(r"address already in use|could not bind|bind\(\)", re.IGNORECASE)
 
 
 def _wait_listening(server: Server, process: subprocess.Popen, port: int, directory: Path) -> None:
     deadline = time.monotonic() + _READY_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
+            if _PORT_TAKEN.search("\n".join(_log_lines(directory))):
+                raise _PortTaken
             raise BenchError(f"{server.name} exited with status {process.returncode} before listening: "
                              f"{_log_tail(directory)}")
         with socket.socket() as probe:
@@ -370,11 +393,16 @@ def _stop(server: Server, process: subprocess.Popen) -> None:
             process.wait()
 
 
-def _log_tail(directory: Path) -> str:
+def _log_lines(directory: Path) -> list[str]:
     lines = []
-    for name in ("start.log", "server.log"):
+    for name in _LOGS:
         with contextlib.suppress(OSError):
             lines += (directory / name).read_text(errors="replace").strip().splitlines()
+    return lines
+
+
+def _log_tail(directory: Path) -> str:
+    lines = _log_lines(directory)
     return lines[-1] if lines else "no output"
 
 
@@ -398,9 +426,33 @@ def _run_checked(command: list[str], what: str, timeout: float) -> None:
 
 
 def _free_port() -> int:
+    """A free loopback port below the ephemeral range where one fits: the kernel gives the clients'
+    outgoing connections (thousands under pgbench -C, here or in another bench) their local ports from
+    that range, and one may take a port between this probe and the server's bind."""
+    low = _ephemeral_low()
+    for _ in range(100 if low > _LOWEST_PORT + 1000 else 0):
+        port = random.randrange(_LOWEST_PORT, low)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+_LOWEST_PORT = 10_000
+# The servers' start-up output, and their own log where they keep one.
+_LOGS = ("start.log", "server.log")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _LOWEST_PORT
 
 
 def _which(program: str) -> str | None:

@@ -7,6 +7,15 @@ runs' samples: count, minimum, median, p99, and a 95% confidence interval on
 the median from a two-level bootstrap (runs drawn with replacement, then
 samples within each run), so that the interval is as wide as the runs
 disagree, not only as the samples within one run scatter.
+
+A figure with one sample a run (requests/s, CPU time per request, the paired
+ratios the goal lines read) gets the distribution-free interval of the median
+instead: two order statistics whose coverage is at least 95%, by the binomial
+distribution. A bootstrap of a handful of values is too narrow (of 7 runs, its
+95% interval is about the 2nd to the 6th value, which holds the median 87.5% of
+the time); the exact one of 7 runs is the lowest to the highest (98.4%), and
+fewer than 6 runs have none that reaches 95% (the range then, with its
+coverage, which the verdicts do not accept).
 """
 
 import itertools
@@ -36,6 +45,8 @@ class Summary:
     ci_low: float
     ci_high: float
     run_medians: tuple[float, ...]
+    # The interval's coverage: CONFIDENCE for the bootstrap, the exact one of order statistics.
+    confidence: float = CONFIDENCE
 
     def scaled(self, factor: float) -> "Summary":
         """The same summary in another unit (ns to us: 1e-3)."""
@@ -48,10 +59,11 @@ class Summary:
             self.ci_low * factor,
             self.ci_high * factor,
             tuple(value * factor for value in self.run_medians),
+            self.confidence,
         )
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "run_medians": list(self.run_medians), "confidence": CONFIDENCE}
+        return {**asdict(self), "run_medians": list(self.run_medians)}
 
 
 def after_warmup(samples: Sequence[float], warmup: int) -> list[float]:
@@ -80,7 +92,10 @@ def summarize(runs: Sequence[Sequence[float]]) -> Summary | None:
     if not runs:
         return None
     pooled = np.concatenate(runs)
-    low, high = median_ci(runs)
+    if pooled.size == len(runs):
+        low, high, confidence = median_order_ci(pooled)
+    else:
+        (low, high), confidence = median_ci(runs), CONFIDENCE
     return Summary(
         count=int(pooled.size),
         runs=len(runs),
@@ -90,7 +105,22 @@ def summarize(runs: Sequence[Sequence[float]]) -> Summary | None:
         ci_low=low,
         ci_high=high,
         run_medians=tuple(float(np.median(run)) for run in runs),
+        confidence=confidence,
     )
+
+
+def median_order_ci(values: "np.ndarray") -> tuple[float, float, float]:
+    """The distribution-free interval of the median of independent `values`: the k-th lowest and k-th
+    highest, k as large as keeps the coverage 1 - 2 P(Binomial(n, 1/2) < k) at CONFIDENCE or more; the
+    whole range when none does (fewer than 6 values). Returns (low, high, coverage)."""
+    import numpy as np  # here, not at the top: `tcpadvise --help` never imports numpy
+    from scipy.stats import binom
+
+    ordered, n = np.sort(values), len(values)
+    k = 1
+    while k < (n + 1) // 2 and 1 - 2 * binom.cdf(k, n, 0.5) >= CONFIDENCE:
+        k += 1
+    return float(ordered[k - 1]), float(ordered[n - k]), float(1 - 2 * binom.cdf(k - 1, n, 0.5))
 
 
 def median_ci(runs: "Sequence[np.ndarray]", replicates: int = BOOTSTRAP_REPLICATES) -> tuple[float, float]:
@@ -156,8 +186,8 @@ def verdict(paired: dict | None, limit: float, higher_is_worse: bool) -> str:
     """Whether a paired ratio (a summary's dict: median and 95% interval) meets a goal's `limit`: WITHIN when
     its whole interval is on the goal's side of it (at most `limit` for a cost, at least for a rate),
     NOT_WITHIN when the whole interval is beyond it, NOT_RESOLVED when the interval straddles it, or when
-    there is no interval (no figure, or a single run's)."""
-    if paired is None or paired["runs"] < 2:
+    there is no interval (no figure, or a single run's) or it covers less than CONFIDENCE (fewer than 6 runs)."""
+    if paired is None or paired["runs"] < 2 or paired.get("confidence", CONFIDENCE) < CONFIDENCE:
         return NOT_RESOLVED
     low, high = paired["ci_low"], paired["ci_high"]
     if higher_is_worse:

@@ -905,7 +905,7 @@ def bench_command(
       tcpadvise bench --suite nagle --html bench.html
       sudo tcpadvise bench --link 100mbit --suite pingpong --suite rpc
       tcpadvise report --calibration calibration.json tcpadvise-out
-      tcpadvise bench servers --runs 5 -o servers.json --plot plots
+      tcpadvise bench servers --runs 7 -o servers.json --plot plots
 
     \b
     Suites (the seed each reproduces):
@@ -938,9 +938,11 @@ def bench_command(
                      same policies and as one writev (goal: adaptive within
                      5% of writev). Every ratio is paired: each run over
                      the reference's run of the same round, median and
-                     95% interval; a goal is met when the whole interval
-                     is within it, missed when all of it is beyond, else
-                     not resolved (--runs 5 or more to resolve 1%). Each
+                     95% interval (exact, of order statistics: with 7
+                     runs the lowest to the highest); a goal is met when
+                     the whole interval is within it, missed when all of
+                     it is beyond, else not resolved (fewer than 6 runs
+                     never resolve a goal: --runs 7 or more). Each
                      server run lasts --seconds (default 2); a server not
                      installed is left out with a warning. The servers' traces go to tmpfs (/dev/shm)
                      when there is one: a fork-per-connection server
@@ -959,7 +961,8 @@ def bench_command(
     Statistics: every arm runs --runs times, arms interleaved; the first
     rounds of each run are warm-up and not counted. Each figure pools the
     runs: count n, minimum, median with its 95% confidence interval
-    (bootstrap over runs, then samples), p99. Throughput is what the
+    (bootstrap over runs, then samples; with one sample a run, the exact
+    interval of order statistics, at least 95%), p99. Throughput is what the
     receiver got per interval, after the first third of the run. On
     loopback and --link, both ends of a round trip share one CPU
     (taskset), so that cross-CPU wake-ups do not drown what the bytes
