@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -32,6 +33,13 @@ bool SocketTable::Init() {
   void* p = mmap(nullptr, size * sizeof(slots_[0]), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
   if (p == MAP_FAILED) return false;
+  void* groups = mmap(nullptr, sizeof(Groups), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (groups == MAP_FAILED) {
+    munmap(p, size * sizeof(slots_[0]));
+    return false;
+  }
+  groups_wiped_ = madvise(groups, sizeof(Groups), MADV_WIPEONFORK) == 0;
+  groups_ = static_cast<Groups*>(groups);
   slots_ = static_cast<std::atomic<SocketState*>*>(p);
   size_.store(size, std::memory_order_release);
   return true;
@@ -62,6 +70,7 @@ SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {
     s->id = id;
     s->refs = 1;
     s->connections = 1;
+    s->owner = ProcessToken();
     s->opened_ticks = ReadTicks();
     if (index > max_tracked_fd_.load(std::memory_order_relaxed)) max_tracked_fd_.store(index, std::memory_order_relaxed);
   }
@@ -172,73 +181,69 @@ int SocketTable::OtherFdOf(const SocketState* s) const {
 // a child's inherited connections stay apart from those it accepted.
 void SocketTable::FoldIntoGroup(SocketState* closed) {
   closed->id.shape = ShapeOf(closed->stats);
-  const uint64_t hash = closed->id.GroupHash() ^ (closed->inherited ? 0x9e3779b97f4a7c15ull : 0);
+  const bool inherited = closed->Inherited();
+  const uint64_t hash = closed->id.GroupHash() ^ (inherited ? 0x9e3779b97f4a7c15ull : 0);
   const int capacity = kMaxGroups * 2;
   for (int i = 0; i < capacity; ++i) {
-    SocketState*& slot = groups_[(hash + static_cast<uint64_t>(i)) % capacity];
-    if (slot != nullptr && slot->inherited == closed->inherited && slot->id.SameGroup(closed->id)) {
+    SocketState*& slot = groups_->slots[(hash + static_cast<uint64_t>(i)) % capacity];
+    if (slot != nullptr && slot->Inherited() == inherited && slot->id.SameGroup(closed->id)) {
       slot->MergeFrom(*closed);
       CallSitesFold(closed->id.cookie, slot);
       return;
     }
     if (slot == nullptr) {
-      if (group_count_ >= kMaxGroups) break;
+      if (groups_->count >= kMaxGroups) break;
       slot = NewEntry();
       if (slot == nullptr) return;
-      ++group_count_;
+      ++groups_->count;
       slot->MergeFrom(*closed);
       CallSitesFold(closed->id.cookie, slot);
       return;
     }
   }
-  if (overflow_group_ == nullptr) overflow_group_ = NewEntry();
-  if (overflow_group_ == nullptr) return;
-  ++groups_dropped_;
-  overflow_group_->MergeFrom(*closed);
-  CallSitesFold(closed->id.cookie, overflow_group_);
+  if (groups_->overflow == nullptr) groups_->overflow = NewEntry();
+  if (groups_->overflow == nullptr) return;
+  ++groups_->dropped;
+  groups_->overflow->MergeFrom(*closed);
+  CallSitesFold(closed->id.cookie, groups_->overflow);
 }
 
 void SocketTable::LetWaitersIn() {
-  const int waiting = waiting_.load(std::memory_order_relaxed);
+  ProcessPage& page = g_process_page;
+  const int waiting = page.table_waiting.load(std::memory_order_relaxed);
   if (waiting == 0) return;
   // Those waiting now, not those that come while they have their turn.
-  const uint64_t served = acquired_.load(std::memory_order_relaxed) + static_cast<uint64_t>(waiting);
-  pthread_mutex_unlock(&mutex_);
-  for (int i = 0; i < 1000 && acquired_.load(std::memory_order_relaxed) < served; ++i) sched_yield();
-  pthread_mutex_lock(&mutex_);
+  const uint64_t served = page.table_acquired.load(std::memory_order_relaxed) + static_cast<uint64_t>(waiting);
+  pthread_mutex_unlock(&page.table_mutex);
+  for (int i = 0; i < 1000 && page.table_acquired.load(std::memory_order_relaxed) < served; ++i) sched_yield();
+  pthread_mutex_lock(&page.table_mutex);
+}
+
+// Recorded tells whether any statistic of st holds something: its calls,
+// what a call records without counting one (an end of file, an error), or
+// a policy's counts.
+static bool Recorded(const SocketStats& st) {
+  return st.Active() || st.read_eof.Get() != 0 || st.errors.Total() != 0 ||
+         (st.policy_counters() != nullptr && !st.policy_counters()->Empty());
 }
 
 void SocketTable::ResetInChild() {
-  // The fork happened under Lock (BeforeFork): the child starts unlocked.
-  pthread_mutex_init(&mutex_, nullptr);
-  waiting_.store(0, std::memory_order_relaxed);
+  // The fork happened under Lock (BeforeFork): the lock is the process
+  // page's, free in the child.
   t_shim_depth = 0;
   const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed) + 1;
   for (unsigned fd = 0; fd < end && slots_ != nullptr; ++fd) {
     SocketState* s = slots_[fd].load(std::memory_order_relaxed);
     if (s == nullptr) continue;
-    s->stats.Reset();
-    s->inherited = true;
+    if (Recorded(s->stats)) s->stats.Reset();
     if (s->policy_state != nullptr) ResetPolicyInChild(s->policy_state);
   }
-  // The group table is 16 KiB: a child reads only as far as its last group.
-  int groups_left = group_count_;
-  for (SocketState*& g : groups_) {
-    if (groups_left == 0) break;
-    if (g == nullptr) continue;
-    --groups_left;
-    g->next_free = free_list_;
-    free_list_ = g;
-    g = nullptr;
-  }
-  if (overflow_group_ != nullptr) {
-    overflow_group_->next_free = free_list_;
-    free_list_ = overflow_group_;
-    overflow_group_ = nullptr;
-  }
-  group_count_ = 0;
-  groups_dropped_ = 0;
+  if (groups_ != nullptr && !groups_wiped_) memset(static_cast<void*>(groups_), 0, sizeof(Groups));
   ResetExperimentInChild();
+}
+
+void SocketTable::ClearGroupsForTest() {
+  if (groups_ != nullptr) memset(static_cast<void*>(groups_), 0, sizeof(Groups));
 }
 
 }  // namespace tcpadvise

@@ -17,6 +17,7 @@
 #include "experiment.h"
 #include "json_writer.h"
 #include "policy.h"
+#include "process_page.h"
 #include "raw_log.h"
 #include "reentry.h"
 #include "real_libc.h"
@@ -27,7 +28,6 @@
 namespace tcpadvise {
 namespace {
 
-pthread_mutex_t g_writer_mutex = PTHREAD_MUTEX_INITIALIZER;
 // g_trace_buffer holds a trace while it is written (under g_writer_mutex):
 // most traces fit, and are written without the private heap. A forked
 // child's trace would otherwise take a large block from the heap, which
@@ -36,8 +36,6 @@ pthread_mutex_t g_writer_mutex = PTHREAD_MUTEX_INITIALIZER;
 // jemalloc's fork handlers while one thread uses it). Untouched, it costs a
 // process address space only.
 char g_trace_buffer[16384];
-bool g_final_written = false;
-bool g_warned = false;
 
 const char* RoleName(Role role) {
   switch (role) {
@@ -260,7 +258,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("cookie");
   w->Uint(s.id.cookie);
   w->Key("inherited");
-  w->Bool(s.inherited);
+  w->Bool(s.Inherited());
   w->Key("used");
   w->Bool(st.Active());
   w->Key("shape");
@@ -448,8 +446,8 @@ int CreateTemporary(char* temp, size_t size, const char* dir, const char* progra
 }
 
 void WarnOnce(const char* what, const char* path) {
-  if (g_warned) return;
-  g_warned = true;
+  if (g_process_page.trace_warned) return;
+  g_process_page.trace_warned = true;
   RawWarning("cannot write trace %s: %s (%s); the program goes on unchanged", path, what, strerror(errno));
 }
 
@@ -543,7 +541,7 @@ void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes)
 void WriteTrace(bool final) {
   ErrnoSaver errno_saver;
   LockTraceWriter();
-  if (g_final_written) {
+  if (g_process_page.trace_final_written) {
     UnlockTraceWriter();
     return;
   }
@@ -552,7 +550,7 @@ void WriteTrace(bool final) {
   g_table.Lock();
   const bool any = SerializeTrace(&w, final);
   g_table.Unlock();
-  if (final) g_final_written = true;
+  if (final) g_process_page.trace_final_written = true;
   if (any && !w.failed()) {
     char program[kFileNameProgramBytes + 1], path[PATH_MAX + 300], temp[PATH_MAX + 300];
     ProgramFileName(program);
@@ -580,19 +578,16 @@ void WriteTrace(bool final) {
 
 // The trace writer's mutex is held inside a shim section: a stop signal that
 // interrupts its holder must not write the trace on that thread (signals.h).
+// It and the writer's flags are the process page's: a fork child starts with
+// them free and clear.
 void LockTraceWriter() {
   EnterShimSection();
-  pthread_mutex_lock(&g_writer_mutex);
+  pthread_mutex_lock(&g_process_page.trace_mutex);
 }
 
 void UnlockTraceWriter() {
-  pthread_mutex_unlock(&g_writer_mutex);
+  pthread_mutex_unlock(&g_process_page.trace_mutex);
   LeaveShimSection();
-}
-
-void ResetTraceWriterInChild() {
-  pthread_mutex_init(&g_writer_mutex, nullptr);
-  g_final_written = false;
 }
 
 }  // namespace tcpadvise

@@ -28,11 +28,10 @@ bool SerializeTrace(JsonWriter* w, bool final);
 // as well as those burst_writes holds.
 void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes);
 
-// LockTraceWriter, UnlockTraceWriter and ResetTraceWriterInChild keep a fork
-// from copying a half-written trace state.
+// LockTraceWriter and UnlockTraceWriter keep a fork from copying a
+// half-written trace state.
 void LockTraceWriter();
 void UnlockTraceWriter();
-void ResetTraceWriterInChild();
 
 }  // namespace tcpadvise
 
