@@ -29,6 +29,10 @@ struct alignas(4096) ProcessPage {
   // (private_alloc.cc).
   pthread_mutex_t heap_start;
   unsigned heap_users;
+  // Call sites (call_sites.cc): the first writes this process left to its
+  // fork tree's samples, and whether it sampled a write itself.
+  std::atomic<uint64_t> call_sites_left_to_tree;
+  std::atomic<bool> call_sites_sampled;
   // token names this process among those that share its memory image
   // (ProcessToken); 0 in a fork child until its handler sets it.
   uint64_t token;

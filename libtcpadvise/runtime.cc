@@ -88,6 +88,7 @@ void AfterForkInParent() {
 // process page's, which the child gets zeroed (process_page.h).
 void AfterForkInChild() {
   g_runtime.start_unix_ns = RealtimeNs();
+  g_runtime.ppid = g_runtime.pid;
   g_runtime.pid = getpid();
   ResetProcessPageInChild(g_runtime.pid, g_runtime.start_unix_ns);
   PrivateHeapAfterForkInChild();
@@ -191,7 +192,14 @@ void RuntimeStopAtExitCall() {
 }
 
 void OnSocketTracked() {
-  if (!g_tracked_any.load(std::memory_order_relaxed)) g_tracked_any.store(true, std::memory_order_release);
+  if (!g_tracked_any.load(std::memory_order_relaxed)) {
+    // The host name, before the fork children that will inherit it: none
+    // asks uname again.
+    LockTraceWriter();
+    if (g_runtime.host[0] == '\0') NoteHostName();
+    UnlockTraceWriter();
+    g_tracked_any.store(true, std::memory_order_release);
+  }
   CallSitesOnSocketTracked(g_runtime.pid);
   if (g_runtime.settings.interval_s <= 0) return;
   const uint64_t now = ReadTicks();

@@ -402,20 +402,6 @@ void ProgramFileName(char* out) {
   out[n] = '\0';
 }
 
-// HostName is uname's nodename (the UTS namespace's host name, what
-// gethostname returns) with bytes outside printable ASCII replaced by '?', so
-// the trace stays valid UTF-8 whatever the name holds.
-void HostName(char* out, size_t size) {
-  struct utsname uts;
-  const char* name = uname(&uts) == 0 && uts.nodename[0] != '\0' ? uts.nodename : "unknown";
-  size_t i = 0;
-  for (; name[i] != '\0' && i + 1 < size; ++i) {
-    const unsigned char c = static_cast<unsigned char>(name[i]);
-    out[i] = c > 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
-  }
-  out[i] = '\0';
-}
-
 bool WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {
     const ssize_t n = g_real.write(fd, data, size);
@@ -453,6 +439,22 @@ void WarnOnce(const char* what, const char* path) {
 
 }  // namespace
 
+// The host name is uname's nodename (the UTS namespace's host name, what
+// gethostname returns) with bytes outside printable ASCII replaced by '?', so
+// the trace stays valid UTF-8 whatever the name holds.
+void NoteHostName() {
+  static_assert(sizeof(g_runtime.host) == sizeof(utsname::nodename), "a whole nodename");
+  struct utsname uts;
+  const char* name = uname(&uts) == 0 && uts.nodename[0] != '\0' ? uts.nodename : "unknown";
+  char* out = g_runtime.host;
+  size_t i = 0;
+  for (; name[i] != '\0' && i + 1 < sizeof(g_runtime.host); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    out[i] = c > 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+  }
+  out[i] = '\0';
+}
+
 bool SerializeTrace(JsonWriter* w, bool final) {
   // The clock's rate to the Hz, ns per tick to 15 significant digits: far
   // finer than the rate is measured, and each written as it is, without
@@ -470,14 +472,15 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   w->String("https://tcpadvise.dev/schemas/trace/1");
   w->Key("program");
   w->String(g_runtime.program[0] != '\0' ? g_runtime.program : "unknown");
-  char host[sizeof(utsname::nodename)];
-  HostName(host, sizeof(host));
+  // The host, pid and parent as the runtime knows them: a fork child's exit
+  // asks the kernel none of them.
+  if (g_runtime.host[0] == '\0') NoteHostName();
   w->Key("host");
-  w->String(host);
+  w->String(g_runtime.host);
   w->Key("pid");
-  w->Int(getpid());
+  w->Int(g_runtime.pid);
   w->Key("ppid");
-  w->Int(getppid());
+  w->Int(g_runtime.ppid != 0 ? g_runtime.ppid : getppid());
   w->Key("start_unix_ns");
   w->Uint(g_runtime.start_unix_ns);
   w->Key("written_unix_ns");
@@ -555,7 +558,7 @@ void WriteTrace(bool final) {
     char program[kFileNameProgramBytes + 1], path[PATH_MAX + 300], temp[PATH_MAX + 300];
     ProgramFileName(program);
     const char* dir = g_runtime.settings.out_dir;
-    const pid_t pid = getpid();
+    const pid_t pid = g_runtime.pid;
     snprintf(path, sizeof(path), "%s/%s.%d.json", dir, program, static_cast<int>(pid));
     const int fd = CreateTemporary(temp, sizeof(temp), dir, program, pid);
     if (fd < 0) {
