@@ -132,7 +132,7 @@ std::atomic<uint32_t> g_stack_claims{0};
 std::atomic<uint32_t> g_stack_count{0};
 std::atomic<uint32_t> g_pair_count{0};
 std::atomic<uint64_t> g_sampled{0};
-std::atomic<uint64_t> g_dropped{0};         // writes whose stack or pair found the table full
+std::atomic<uint64_t> g_dropped{0};         // writes whose stack or pair found the table full, or sampled during a fork
 std::atomic<uint64_t> g_unwind_failed{0};   // writes whose unwinding gave no frame
 // The first writes a fork child left to its tree's samples are counted in
 // its process page (g_process_page.call_sites_left_to_tree): a child's
@@ -799,7 +799,12 @@ void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t w
   if (g_settings.mode == CallSiteMode::kSample) Pace();
   const uint64_t weight = for_itself ? 1 : g_every_now.load(std::memory_order_relaxed);
   void* raw[kMaxFrames + 8];
+  if (pthread_rwlock_tryrdlock(&g_process_page.call_sites_unwinding) != 0) {  // a fork is under way
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   const int n = unwind(raw, kMaxFrames + 8);
+  pthread_rwlock_unlock(&g_process_page.call_sites_unwinding);
   int skip = 0;
   while (skip < n && reinterpret_cast<uintptr_t>(raw[skip]) >= g_self_lo &&
          reinterpret_cast<uintptr_t>(raw[skip]) < g_self_hi) {
@@ -844,6 +849,10 @@ void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t w
   p->estimated_bytes.fetch_add(weight * bytes, std::memory_order_relaxed);
   if (first) p->first.fetch_add(1, std::memory_order_relaxed);
 }
+
+void CallSitesBeforeFork() { pthread_rwlock_wrlock(&g_process_page.call_sites_unwinding); }
+
+void CallSitesAfterForkInParent() { pthread_rwlock_unlock(&g_process_page.call_sites_unwinding); }
 
 void CallSiteBurstEnded(uint64_t cookie, uint64_t write) {
   // A process that sampled no write (a fork child that left its first

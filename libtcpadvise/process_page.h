@@ -5,7 +5,8 @@
 // none of it to reset it, and the parent's writes after a fork (unlocking,
 // closing its copy of the child's connection) copy nothing: a page shared
 // with a living child is copied at the first write on either side. Zero is
-// each field's fresh state (glibc's PTHREAD_MUTEX_INITIALIZER is zeros).
+// each field's fresh state (glibc's PTHREAD_MUTEX_INITIALIZER and
+// PTHREAD_RWLOCK_INITIALIZER are zeros).
 #ifndef TCPADVISE_PROCESS_PAGE_H_
 #define TCPADVISE_PROCESS_PAGE_H_
 
@@ -33,6 +34,9 @@ struct alignas(4096) ProcessPage {
   // fork tree's samples, and whether it sampled a write itself.
   std::atomic<uint64_t> call_sites_left_to_tree;
   std::atomic<bool> call_sites_sampled;
+  // Taken shared by each unwind and exclusively by a fork (call_sites.h:
+  // CallSitesBeforeFork): a child never inherits libunwind's locks held.
+  pthread_rwlock_t call_sites_unwinding;
   // token names this process among those that share its memory image
   // (ProcessToken); 0 in a fork child until its handler sets it.
   uint64_t token;

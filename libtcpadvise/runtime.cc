@@ -72,6 +72,7 @@ bool StartSnapshotThreadOnce() {
 void BeforeFork() {
   // The child must not send what the parent holds: it all goes out now.
   ReleaseAll(FlushCause::kFork);
+  CallSitesBeforeFork();
   LockTraceWriter();
   g_table.Lock();
   PrivateHeapBeforeFork();
@@ -81,6 +82,7 @@ void AfterForkInParent() {
   PrivateHeapAfterForkInParent();
   g_table.Unlock();
   UnlockTraceWriter();
+  CallSitesAfterForkInParent();
 }
 
 // AfterForkInChild writes as little as it can: each page it writes is one
