@@ -130,7 +130,9 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   errors.MergeFrom(o.errors);
   // A group that cannot get its policy counters (memory ran out) leaves
   // this socket's out; PolicyFailOpen's warning says why.
-  if (const PolicyCounters* other = o.policy_counters()) {
+  // Empty counters add nothing (a fork parent's unused copy of its child's
+  // connection): the group's are not written, nor allocated.
+  if (const PolicyCounters* other = o.policy_counters(); other != nullptr && !other->Empty()) {
     if (PolicyCounters* mine = MakePolicyCounters()) mine->MergeFrom(*other);
   }
 }

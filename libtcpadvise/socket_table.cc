@@ -2,9 +2,12 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+
+#include <new>
 
 #include "call_sites.h"
 #include "clock.h"
@@ -33,22 +36,22 @@ bool SocketTable::Init() {
   void* p = mmap(nullptr, size * sizeof(slots_[0]), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
   if (p == MAP_FAILED) return false;
-  void* groups = mmap(nullptr, sizeof(Groups), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (groups == MAP_FAILED) {
+  void* local = mmap(nullptr, sizeof(Local), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (local == MAP_FAILED) {
     munmap(p, size * sizeof(slots_[0]));
     return false;
   }
-  groups_wiped_ = madvise(groups, sizeof(Groups), MADV_WIPEONFORK) == 0;
-  groups_ = static_cast<Groups*>(groups);
+  local_wiped_ = madvise(local, sizeof(Local), MADV_WIPEONFORK) == 0;
+  local_ = static_cast<Local*>(local);
   slots_ = static_cast<std::atomic<SocketState*>*>(p);
   size_.store(size, std::memory_order_release);
   return true;
 }
 
 SocketState* SocketTable::NewEntry() {
-  if (free_list_ != nullptr) {
-    SocketState* s = free_list_;
-    free_list_ = s->next_free;
+  if (local_->free_list != nullptr) {
+    SocketState* s = local_->free_list;
+    local_->free_list = s->next_free;
     s->ResetForReuse();
     return s;
   }
@@ -159,8 +162,8 @@ void SocketTable::Retire(int fd, SocketState* s, bool fd_is_live, int gone_errno
     }
   }
   if (s->WorthReporting()) FoldIntoGroup(s);
-  s->next_free = free_list_;
-  free_list_ = s;
+  s->next_free = local_->free_list;
+  local_->free_list = s;
 }
 
 int SocketTable::OtherFdOf(const SocketState* s) const {
@@ -185,27 +188,33 @@ void SocketTable::FoldIntoGroup(SocketState* closed) {
   const uint64_t hash = closed->id.GroupHash() ^ (inherited ? 0x9e3779b97f4a7c15ull : 0);
   const int capacity = kMaxGroups * 2;
   for (int i = 0; i < capacity; ++i) {
-    SocketState*& slot = groups_->slots[(hash + static_cast<uint64_t>(i)) % capacity];
+    SocketState*& slot = local_->groups[(hash + static_cast<uint64_t>(i)) % capacity];
     if (slot != nullptr && slot->Inherited() == inherited && slot->id.SameGroup(closed->id)) {
       slot->MergeFrom(*closed);
       CallSitesFold(closed->id.cookie, slot);
       return;
     }
     if (slot == nullptr) {
-      if (groups_->count >= kMaxGroups) break;
-      slot = NewEntry();
+      if (local_->group_count >= kMaxGroups) break;
+      slot = NewGroupEntry();
       if (slot == nullptr) return;
-      ++groups_->count;
+      ++local_->group_count;
       slot->MergeFrom(*closed);
       CallSitesFold(closed->id.cookie, slot);
       return;
     }
   }
-  if (groups_->overflow == nullptr) groups_->overflow = NewEntry();
-  if (groups_->overflow == nullptr) return;
-  ++groups_->dropped;
-  groups_->overflow->MergeFrom(*closed);
-  CallSitesFold(closed->id.cookie, groups_->overflow);
+  if (local_->overflow_group == nullptr) local_->overflow_group = NewGroupEntry();
+  if (local_->overflow_group == nullptr) return;
+  ++local_->groups_dropped;
+  local_->overflow_group->MergeFrom(*closed);
+  CallSitesFold(closed->id.cookie, local_->overflow_group);
+}
+
+SocketState* SocketTable::NewGroupEntry() {
+  if (local_->group_entries_taken > kMaxGroups) return nullptr;
+  void* p = &local_->group_entries[static_cast<size_t>(local_->group_entries_taken++) * sizeof(SocketState)];
+  return new (p) SocketState();
 }
 
 void SocketTable::LetWaitersIn() {
@@ -238,12 +247,16 @@ void SocketTable::ResetInChild() {
     if (Recorded(s->stats)) s->stats.Reset();
     if (s->policy_state != nullptr) ResetPolicyInChild(s->policy_state);
   }
-  if (groups_ != nullptr && !groups_wiped_) memset(static_cast<void*>(groups_), 0, sizeof(Groups));
+  if (local_ != nullptr && !local_wiped_) ForgetGroupsAndFreeEntries();
   ResetExperimentInChild();
 }
 
-void SocketTable::ClearGroupsForTest() {
-  if (groups_ != nullptr) memset(static_cast<void*>(groups_), 0, sizeof(Groups));
+void SocketTable::ForgetGroupsAndFreeEntries() {
+  if (local_ == nullptr) return;
+  // The entries taken, not the whole reserved mapping.
+  const size_t taken = static_cast<size_t>(local_->group_entries_taken);
+  const size_t used = offsetof(Local, group_entries) + taken * sizeof(SocketState);
+  memset(static_cast<void*>(local_), 0, used);
 }
 
 }  // namespace tcpadvise

@@ -111,12 +111,14 @@ class SocketTable {
   // only accepted the connection its child serves.
   void ResetInChild();
 
-  // SocketTable::ClearGroupsForTest empties the group table.
-  void ClearGroupsForTest();
+  // SocketTable::ForgetGroupsAndFreeEntries empties the group table and the
+  // free list, leaving their entries as they are (tests, and a fork child
+  // whose kernel does not zero them).
+  void ForgetGroupsAndFreeEntries();
 
   // SocketTable::groups_dropped counts closed sockets that went to the
   // overflow group.
-  uint64_t groups_dropped() const { return groups_ != nullptr ? groups_->dropped : 0; }
+  uint64_t groups_dropped() const { return local_ != nullptr ? local_->groups_dropped : 0; }
 
  private:
   SocketState* NewEntry();
@@ -125,24 +127,30 @@ class SocketTable {
   void Retire(int fd, SocketState* entry, bool fd_is_live, int gone_errno);
   void FoldIntoGroup(SocketState* entry);
 
-  // Groups are the closed sockets' groups, in pages that each fork child
-  // starts zeroed (MADV_WIPEONFORK, else ResetInChild zeroes them): the
-  // parent's folds after a fork copy none of them, and the child reads
-  // none of its parent's. The parent's group entries stay, unused, in the
-  // child (shared with the parent until either writes them).
-  struct Groups {
-    SocketState* slots[kMaxGroups * 2];  // open addressing, half full at most
-    int count;
-    SocketState* overflow;
-    uint64_t dropped;
+  // Local is what the table keeps for this process alone: the closed
+  // sockets' groups (table and entries) and the free entries, in pages that
+  // each fork child starts zeroed (MADV_WIPEONFORK, else ResetInChild zeroes
+  // them). The parent's closes and folds after a fork copy none of them; the
+  // child reads none of its parent's groups and takes none of its free
+  // entries (they stay, unused, shared with the parent). Group entries are
+  // taken in order and never freed; only those taken cost memory (the
+  // mapping is reserved, not committed).
+  struct Local {
+    SocketState* groups[kMaxGroups * 2];  // open addressing, half full at most
+    int group_count;
+    SocketState* overflow_group;
+    uint64_t groups_dropped;
+    SocketState* free_list;  // linked through SocketState::next_free
+    int group_entries_taken;
+    alignas(SocketState) unsigned char group_entries[(kMaxGroups + 1) * sizeof(SocketState)];
   };
+  SocketState* NewGroupEntry();
 
   std::atomic<unsigned> size_{0};
   std::atomic<SocketState*>* slots_ = nullptr;
   std::atomic<unsigned> max_tracked_fd_{0};
-  SocketState* free_list_ = nullptr;  // linked through SocketState::next_free
-  Groups* groups_ = nullptr;
-  bool groups_wiped_ = false;
+  Local* local_ = nullptr;
+  bool local_wiped_ = false;
 };
 
 template <typename Fn>
@@ -162,16 +170,16 @@ void SocketTable::ForEachLive(Fn fn) {
 
 template <typename Fn>
 void SocketTable::ForEachGroup(Fn fn) {
-  if (groups_ == nullptr) return;
+  if (local_ == nullptr) return;
   // Only as far as the last group: a fork child's table is 16 KiB of zeros.
-  int left = groups_->count;
+  int left = local_->group_count;
   for (int i = 0; left > 0 && i < kMaxGroups * 2; ++i) {
-    if (SocketState* g = groups_->slots[i]) {
+    if (SocketState* g = local_->groups[i]) {
       --left;
       fn(g);
     }
   }
-  if (groups_->overflow != nullptr) fn(groups_->overflow);
+  if (local_->overflow_group != nullptr) fn(local_->overflow_group);
 }
 
 // g_table is the process's socket table.

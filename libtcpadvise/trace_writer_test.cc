@@ -39,7 +39,7 @@ class TraceWriterTest : public ::testing::Test {
   static void SetUpTestSuite() { ASSERT_TRUE(g_table.Init()); }
   // g_table is the process's one table and keeps the groups of every socket
   // closed before: each test starts from none, whatever ran before it.
-  void SetUp() override { g_table.ClearGroupsForTest(); }
+  void SetUp() override { g_table.ForgetGroupsAndFreeEntries(); }
 };
 
 TEST_F(TraceWriterTest, NothingToReportWritesNothing) { EXPECT_EQ(Serialize(), ""); }
