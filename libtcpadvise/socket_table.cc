@@ -135,11 +135,25 @@ void SocketTable::ReleaseRange(unsigned first, unsigned last) {
   }
 }
 
+// Recorded tells whether any statistic of st holds something: its calls,
+// what a call records without counting one (an end of file, an error), or
+// a policy's counts.
+static bool Recorded(const SocketStats& st) {
+  return st.Active() || st.read_eof.Get() != 0 || st.errors.Total() != 0 ||
+         (st.policy_counters() != nullptr && !st.policy_counters()->Empty());
+}
+
 // Retire drops fd's reference (fd's slot already cleared); the last one
 // ends the socket's policy (what it still holds counts as a deferred
 // gone_errno), reads the kernel's final figures through fd when it is still
 // the socket's, and folds the socket into its group. The mutex is held.
 void SocketTable::Retire(int fd, SocketState* s, bool fd_is_live, int gone_errno) {
+  // A socket a fork child inherited and closes without having used it (a
+  // server's listener, in the child that serves one connection) has nothing
+  // to count, fold or flush: its entry stays as it is, shared with the
+  // parent, off the free list (writing either would copy a page in every
+  // such child).
+  if (s->refs == 1 && s->policy_state == nullptr && s->Inherited() && !Recorded(s->stats)) return;
   if (--s->refs > 0) {
     PolicyFdClosed(s, fd, OtherFdOf(s));
     return;
@@ -226,14 +240,6 @@ void SocketTable::LetWaitersIn() {
   pthread_mutex_unlock(&page.table_mutex);
   for (int i = 0; i < 1000 && page.table_acquired.load(std::memory_order_relaxed) < served; ++i) sched_yield();
   pthread_mutex_lock(&page.table_mutex);
-}
-
-// Recorded tells whether any statistic of st holds something: its calls,
-// what a call records without counting one (an end of file, an error), or
-// a policy's counts.
-static bool Recorded(const SocketStats& st) {
-  return st.Active() || st.read_eof.Get() != 0 || st.errors.Total() != 0 ||
-         (st.policy_counters() != nullptr && !st.policy_counters()->Empty());
 }
 
 void SocketTable::ResetInChild() {

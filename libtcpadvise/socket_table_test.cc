@@ -120,12 +120,16 @@ TEST_F(SocketTableTest, AForkChildStartsWithNoGroupsAndTellsWhatItInherited) {
     table_.ForEachGroup([&](SocketState* g) { inherited_groups += g->Inherited() ? 1 : 0; });
     table_.Unlock();
     if (GroupCount(table_) != 2 || inherited_groups != 1) failed |= 8;
+    // Closed unused, the inherited socket is left as it is: neither grouped
+    // nor reused (its entry's page stays the parent's).
+    table_.Release(1002);
+    if (GroupCount(table_) != 2 || table_.Track(1004, ServerSocket(8080, 9, 4)) == unused) failed |= 16;
     _exit(failed);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: groups, 2: inherited sockets, 4: own socket, 8: groups after close";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: groups, 2: inherited sockets, 4: own socket, 8: groups after close, 16: unused inherited socket";
   EXPECT_EQ(GroupCount(table_), 3);
   EXPECT_FALSE(used->Inherited());
   EXPECT_EQ(used->stats.write_calls.Get(), 1u);
