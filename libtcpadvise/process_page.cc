@@ -11,7 +11,7 @@ namespace {
 
 // g_page_wiped: the kernel zeroes the page in fork children. Outside the
 // page, so that a child knows it.
-bool g_page_wiped = false;
+std::atomic<bool> g_page_wiped{false};
 
 // TokenOf mixes a pid and a start time: a process and the fork ancestor
 // whose memory it inherited never share both.
@@ -25,14 +25,23 @@ uint64_t TokenOf(int pid, uint64_t start_ns) {
 
 void StartProcessPage(int pid, uint64_t start_ns) {
   static_assert(sizeof(ProcessPage) == 4096, "one page");
-  g_page_wiped = madvise(&g_process_page, sizeof(g_process_page), MADV_WIPEONFORK) == 0;
   g_process_page.token = TokenOf(pid, start_ns);
 }
 
-bool ProcessPageWipedByKernel() { return g_page_wiped; }
+void WipeProcessPageOnFork() {
+  // A fork meanwhile finds g_page_wiped still false: its child zeroes the page.
+  if (g_page_wiped.load(std::memory_order_relaxed)) return;
+  if (madvise(&g_process_page, sizeof(g_process_page), MADV_WIPEONFORK) == 0) {
+    g_page_wiped.store(true, std::memory_order_release);
+  }
+}
+
+bool ProcessPageWipedByKernel() { return g_page_wiped.load(std::memory_order_acquire); }
 
 void ResetProcessPageInChild(int pid, uint64_t start_ns) {
-  if (!g_page_wiped) memset(static_cast<void*>(&g_process_page), 0, sizeof(g_process_page));
+  if (!g_page_wiped.load(std::memory_order_acquire)) {
+    memset(static_cast<void*>(&g_process_page), 0, sizeof(g_process_page));
+  }
   g_process_page.token = TokenOf(pid, start_ns);
 }
 

@@ -44,10 +44,14 @@ struct alignas(4096) ProcessPage {
 
 extern ProcessPage g_process_page;
 
-// StartProcessPage asks the kernel to zero the page in every fork child;
-// without MADV_WIPEONFORK (Linux before 4.14) the child's handler zeroes it
-// (ResetProcessPageInChild). Called once at start-up, before any use.
+// StartProcessPage gives the process its token; called once at start-up.
 void StartProcessPage(int pid, uint64_t start_ns);
+
+// WipeProcessPageOnFork asks the kernel to zero the page in every fork
+// child, from the first tracked socket on (a process that tracks none makes
+// no call for it); until then, or without MADV_WIPEONFORK (Linux before
+// 4.14), the child's handler zeroes it (ResetProcessPageInChild).
+void WipeProcessPageOnFork();
 
 // ProcessPageWipedByKernel tells whether the kernel zeroes the page in fork
 // children (MADV_WIPEONFORK took).

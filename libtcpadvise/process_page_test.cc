@@ -22,6 +22,7 @@ int RunChild(Body body) {
 // a token of its own. The parent's page is as it was.
 TEST(ProcessPageTest, AForkChildFindsThePageZeroedAndTakesATokenOfItsOwn) {
   StartProcessPage(getpid(), 100);
+  WipeProcessPageOnFork();
   const uint64_t parent_token = ProcessToken();
   EXPECT_NE(parent_token, 0u);
   if (!ProcessPageWipedByKernel()) GTEST_SKIP() << "no MADV_WIPEONFORK here (Linux before 4.14)";

@@ -195,6 +195,7 @@ void RuntimeStopAtExitCall() {
 
 void OnSocketTracked() {
   if (!g_tracked_any.load(std::memory_order_relaxed)) {
+    WipeProcessPageOnFork();
     // The host name, before the fork children that will inherit it: none
     // asks uname again.
     LockTraceWriter();

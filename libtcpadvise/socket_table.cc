@@ -36,15 +36,18 @@ bool SocketTable::Init() {
   void* p = mmap(nullptr, size * sizeof(slots_[0]), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
   if (p == MAP_FAILED) return false;
-  void* local = mmap(nullptr, sizeof(Local), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (local == MAP_FAILED) {
-    munmap(p, size * sizeof(slots_[0]));
-    return false;
-  }
-  local_wiped_ = madvise(local, sizeof(Local), MADV_WIPEONFORK) == 0;
-  local_ = static_cast<Local*>(local);
   slots_ = static_cast<std::atomic<SocketState*>*>(p);
   size_.store(size, std::memory_order_release);
+  return true;
+}
+
+// MapLocal maps the table's per-process part with the first socket (a
+// process that tracks none makes neither call); the mutex is held.
+bool SocketTable::MapLocal() {
+  void* local = mmap(nullptr, sizeof(Local), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (local == MAP_FAILED) return false;
+  local_wiped_ = madvise(local, sizeof(Local), MADV_WIPEONFORK) == 0;
+  local_ = static_cast<Local*>(local);
   return true;
 }
 
@@ -63,6 +66,10 @@ SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {
   if (index >= size_.load(std::memory_order_relaxed)) return nullptr;
   if (Reentered()) return nullptr;
   Lock();
+  if (local_ == nullptr && !MapLocal()) {
+    Unlock();
+    return nullptr;
+  }
   SocketState* stale = slots_[index].load(std::memory_order_relaxed);
   if (stale != nullptr) {  // the app closed it behind our back
     slots_[index].store(nullptr, std::memory_order_release);

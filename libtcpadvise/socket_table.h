@@ -27,7 +27,7 @@ class SocketTable {
  public:
   // SocketTable::Init sizes the table from RLIMIT_NOFILE's hard limit (capped)
   // with an mmap that costs nothing until used; false on failure (the shim then
-  // stays inert).
+  // stays inert). The per-process part (Local) is mapped with the first socket.
   bool Init();
 
   // SocketTable::Lookup returns the entry for fd, or nullptr.
@@ -145,6 +145,7 @@ class SocketTable {
     alignas(SocketState) unsigned char group_entries[(kMaxGroups + 1) * sizeof(SocketState)];
   };
   SocketState* NewGroupEntry();
+  bool MapLocal();
 
   std::atomic<unsigned> size_{0};
   std::atomic<SocketState*>* slots_ = nullptr;
