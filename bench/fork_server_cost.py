@@ -7,7 +7,7 @@ backend opens one TCP socket, answers a few requests, writes its trace and exits
 this starts the server as `tcpadvise bench servers` does, traces on tmpfs (/dev/shm), once without
 the shim and once under observe with each shim given, the arms interleaved round by round; it counts
 the server's processes (the postmaster and every backend it forks) with `perf stat -e
-task-clock,page-faults` while pgbench makes the connections, and divides by them. The table gives
+task-clock,page-faults,raw_syscalls:sys_enter` while pgbench makes the connections, and divides by them. The table gives
 the medians, [lowest-highest], and each shim's paired difference from the no-shim run of the same
 round (median over rounds), which load that changes during the run moves less.
 
@@ -32,11 +32,12 @@ from tcpadvise.bench.strace import listening_pids
 from tcpadvise.bench.suites import POLICIES
 from tcpadvise.record.shim import isolated_environment
 
-EVENTS = ("task-clock", "page-faults")
+# raw_syscalls:sys_enter counts the system calls (a tracepoint: the same few ns on each call in every arm).
+EVENTS = ("task-clock", "page-faults", "raw_syscalls:sys_enter")
 
 
 def measure(server: S.Server, directory: Path, shim: Path | None, connections: int) -> dict:
-    """Per connection: the server's CPU time (ms) and page faults, one run of pgbench -C -S."""
+    """Per connection: the server's CPU time (ms), page faults and system calls, one run of pgbench -C -S."""
     policy = POLICIES["observe" if shim is not None else "baseline"]
     with tempfile.TemporaryDirectory(prefix="traces-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as traces:
         with S.running(server, directory, policy, shim, Path(traces)) as port:
@@ -65,7 +66,8 @@ def render(results: dict[str, list[dict]], connections: int) -> str:
     lines = [f"Per connection, pgbench -C -S ({connections} connections a round, {len(base)} rounds, arms "
              "interleaved); CPU time of the server's processes (perf stat task-clock), median [lowest-highest]; "
              "the paired difference is each round's time minus the no-shim run's, median [lowest-highest]", "",
-             "| arm | CPU ms | over no shim | paired difference, us | page faults |", "|---|---:|---:|---:|---:|"]
+             "| arm | CPU ms | over no shim | paired difference, us | page faults | system calls |",
+             "|---|---:|---:|---:|---:|---:|"]
     for arm, rows in results.items():
         times = [r["task-clock"] for r in rows]
         median = statistics.median(times)
@@ -73,7 +75,9 @@ def render(results: dict[str, list[dict]], connections: int) -> str:
         over = "" if arm == "no shim" else f"{100 * (median / statistics.median(base) - 1):+.1f}%"
         difference = "" if arm == "no shim" else f"{statistics.median(paired):.0f} [{paired[0]:.0f} to {paired[-1]:.0f}]"
         faults = statistics.median(r["page-faults"] for r in rows)
-        lines.append(f"| {arm} | {median:.3f} [{min(times):.2f}-{max(times):.2f}] | {over} | {difference} | {faults:.0f} |")
+        calls = statistics.median(r["raw_syscalls:sys_enter"] for r in rows)
+        lines.append(f"| {arm} | {median:.3f} [{min(times):.2f}-{max(times):.2f}] | {over} | {difference} | {faults:.0f} "
+                     f"| {calls:.1f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -25,6 +25,7 @@
 #include "errno_saver.h"
 #include "histogram.h"
 #include "json_writer.h"
+#include "process_page.h"
 #include "raw_log.h"
 #include "socket_state.h"
 #include "trace_writer.h"
@@ -131,9 +132,11 @@ std::atomic<uint32_t> g_stack_claims{0};
 std::atomic<uint32_t> g_stack_count{0};
 std::atomic<uint32_t> g_pair_count{0};
 std::atomic<uint64_t> g_sampled{0};
-std::atomic<uint64_t> g_dropped{0};         // writes whose stack or pair found the table full
+std::atomic<uint64_t> g_dropped{0};         // writes whose stack or pair found the table full, or sampled during a fork
 std::atomic<uint64_t> g_unwind_failed{0};   // writes whose unwinding gave no frame
-std::atomic<uint64_t> g_left_to_tree{0};     // first writes a fork child left to its tree's samples
+// The first writes a fork child left to its tree's samples are counted in
+// its process page (g_process_page.call_sites_left_to_tree): a child's
+// count is its own, and counting it copies no page of its parent's.
 
 // TreeFirsts lets the processes a sampling process forks share one count of
 // the first writes they sampled, per service and write number. A fork-per-
@@ -783,17 +786,25 @@ void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t w
     const uint32_t before = g_tree_firsts->sampled[slot].fetch_add(1, std::memory_order_relaxed);
     if (before >= kTreeFirst) {
       if (uint64_t{before} * kCallSiteScramble > g_call_site_threshold.load(std::memory_order_relaxed)) {
-        g_left_to_tree.fetch_add(1, std::memory_order_relaxed);
+        g_process_page.call_sites_left_to_tree.fetch_add(1, std::memory_order_relaxed);
         return;
       }
       for_itself = false;
     }
   }
   g_sampled.fetch_add(1, std::memory_order_relaxed);
+  if (!g_process_page.call_sites_sampled.load(std::memory_order_relaxed)) {
+    g_process_page.call_sites_sampled.store(true, std::memory_order_relaxed);
+  }
   if (g_settings.mode == CallSiteMode::kSample) Pace();
   const uint64_t weight = for_itself ? 1 : g_every_now.load(std::memory_order_relaxed);
   void* raw[kMaxFrames + 8];
+  if (pthread_rwlock_tryrdlock(&g_process_page.call_sites_unwinding) != 0) {  // a fork is under way
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   const int n = unwind(raw, kMaxFrames + 8);
+  pthread_rwlock_unlock(&g_process_page.call_sites_unwinding);
   int skip = 0;
   while (skip < n && reinterpret_cast<uintptr_t>(raw[skip]) >= g_self_lo &&
          reinterpret_cast<uintptr_t>(raw[skip]) < g_self_hi) {
@@ -839,7 +850,14 @@ void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t w
   if (first) p->first.fetch_add(1, std::memory_order_relaxed);
 }
 
+void CallSitesBeforeFork() { pthread_rwlock_wrlock(&g_process_page.call_sites_unwinding); }
+
+void CallSitesAfterForkInParent() { pthread_rwlock_unlock(&g_process_page.call_sites_unwinding); }
+
 void CallSiteBurstEnded(uint64_t cookie, uint64_t write) {
+  // A process that sampled no write (a fork child that left its first
+  // writes to its tree) has no last sample of its own to look up.
+  if (!g_process_page.call_sites_sampled.load(std::memory_order_relaxed)) return;
   LastSample& last = g_last[Mix(cookie) % kLastSlots];
   const uint64_t seen = last.write.load(std::memory_order_acquire);
   if (seen >> 1 != write || last.cookie.load(std::memory_order_relaxed) != cookie) return;
@@ -924,7 +942,7 @@ void EmitCallSites(JsonWriter* w) {
   w->Key("unwind_failures");
   w->Uint(g_unwind_failed.load(std::memory_order_relaxed));
   w->Key("left_to_tree");
-  w->Uint(g_left_to_tree.load(std::memory_order_relaxed));
+  w->Uint(g_process_page.call_sites_left_to_tree.load(std::memory_order_relaxed));
   w->Key("max_stacks");
   w->Uint(kMaxStacks);
   w->Key("memory_bytes");
@@ -1062,7 +1080,8 @@ void CallSitesResetForTest() {
   g_sampled.store(0);
   g_dropped.store(0);
   g_unwind_failed.store(0);
-  g_left_to_tree.store(0);
+  g_process_page.call_sites_left_to_tree.store(0);
+  g_process_page.call_sites_sampled.store(false);
   g_sampling_pid = getpid();
   if (g_tree_firsts != nullptr) {
     for (std::atomic<uint32_t>& count : g_tree_firsts->sampled) count.store(0);

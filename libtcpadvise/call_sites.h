@@ -115,6 +115,15 @@ void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind);
 [[gnu::noinline]] void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t write, uint64_t bytes,
                                       bool first);
 
+// CallSitesBeforeFork waits for the unwinds under way and keeps new ones
+// from starting until CallSitesAfterForkInParent: libunwind takes locks of
+// its own inside an unwind, which a fork child would inherit held by a
+// thread it does not have, and wait for forever at its first unwind. An
+// unwind never waits for a fork: a write sampled meanwhile is dropped. The
+// child's lock is free (process_page.h).
+void CallSitesBeforeFork();
+void CallSitesAfterForkInParent();
+
 // CallSiteBurstEnded tells that the socket's write-th write (a sampled one:
 // CallSiteDue(write)) was the last of its burst: the next one opened a burst.
 [[gnu::noinline]] void CallSiteBurstEnded(uint64_t cookie, uint64_t write);

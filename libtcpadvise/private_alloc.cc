@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "process_page.h"
 #include "reentry.h"
 
 namespace tcpadvise {
@@ -37,7 +38,8 @@ std::atomic<ForkHandler> g_heap_postfork_child{nullptr};
 // left out: libtcpadvise/CMakeLists.txt), under g_heap_start, which fork takes
 // too: a fork child never inherits a heap another thread was halfway through
 // setting up (its first allocation would wait for that thread forever).
-pthread_mutex_t g_heap_start = PTHREAD_MUTEX_INITIALIZER;
+// The lock is the process page's (g_heap_start), free in a fork child.
+pthread_mutex_t& g_heap_start = g_process_page.heap_start;
 std::atomic<bool> g_heap_started{false};
 
 // g_heap_users counts the threads that have entered the heap (t_heap_user),
@@ -45,7 +47,7 @@ std::atomic<bool> g_heap_started{false};
 // inside jemalloc, freeing its thread cache, as it ended). Only such threads
 // can hold jemalloc's locks or have its per-thread state.
 __thread bool t_heap_user = false;
-unsigned g_heap_users = 0;
+unsigned& g_heap_users = g_process_page.heap_users;
 
 // g_fork_runs_heap_handlers: the fork under way runs jemalloc's fork handlers
 // (set before it, under g_heap_start).
@@ -156,10 +158,8 @@ void PrivateHeapAfterForkInChild() {
   if (g_fork_runs_heap_handlers) {
     if (const ForkHandler child = g_heap_postfork_child.load(std::memory_order_acquire)) child();
   }
-  // The child's one thread is this one.
-  const unsigned users = t_heap_user ? 1 : 0;
-  if (g_heap_users != users) g_heap_users = users;
-  pthread_mutex_init(&g_heap_start, nullptr);
+  // The child's one thread is this one; its process page came zeroed.
+  if (t_heap_user) g_heap_users = 1;
 }
 
 }  // namespace tcpadvise

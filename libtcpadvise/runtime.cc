@@ -13,6 +13,7 @@
 #include "call_sites.h"
 #include "policy.h"
 #include "private_alloc.h"
+#include "process_page.h"
 #include "raw_log.h"
 #include "real_libc.h"
 #include "reentry.h"
@@ -71,6 +72,7 @@ bool StartSnapshotThreadOnce() {
 void BeforeFork() {
   // The child must not send what the parent holds: it all goes out now.
   ReleaseAll(FlushCause::kFork);
+  CallSitesBeforeFork();
   LockTraceWriter();
   g_table.Lock();
   PrivateHeapBeforeFork();
@@ -80,19 +82,25 @@ void AfterForkInParent() {
   PrivateHeapAfterForkInParent();
   g_table.Unlock();
   UnlockTraceWriter();
+  CallSitesAfterForkInParent();
 }
 
+// AfterForkInChild writes as little as it can: each page it writes is one
+// the child copies from its parent. The locks and the trace's flags are the
+// process page's, which the child gets zeroed (process_page.h).
 void AfterForkInChild() {
+  g_runtime.start_unix_ns = RealtimeNs();
+  g_runtime.ppid = g_runtime.pid;
+  g_runtime.pid = getpid();
+  ResetProcessPageInChild(g_runtime.pid, g_runtime.start_unix_ns);
   PrivateHeapAfterForkInChild();
   DropHeldInChild();
   g_table.ResetInChild();
-  ResetTraceWriterInChild();
-  g_runtime.start_unix_ns = RealtimeNs();
-  g_runtime.pid = getpid();
   ForgetPendingSignalInChild();
   // The parent's snapshot thread did not survive the fork: the child starts
   // its own at its next snapshot deadline or the next socket it tracks.
-  if (g_snapshot_thread_started.exchange(false, std::memory_order_relaxed)) {
+  if (g_snapshot_thread_started.load(std::memory_order_relaxed)) {
+    g_snapshot_thread_started.store(false, std::memory_order_relaxed);
     g_armed.store(false, std::memory_order_relaxed);
     g_next_snapshot_tick.store(ReadTicks() + IntervalTicks(), std::memory_order_relaxed);
   }
@@ -146,6 +154,7 @@ void RuntimeStart() {
   g_runtime.tick_rate.Start();
   g_runtime.start_unix_ns = RealtimeNs();
   g_runtime.pid = getpid();
+  StartProcessPage(g_runtime.pid, g_runtime.start_unix_ns);
   if (program_invocation_short_name != nullptr && program_invocation_short_name[0] != '\0') {
     // A longer name (argv[0] is whatever the exec gave) is cut on a UTF-8
     // character boundary, so that the trace never holds half a character.
@@ -185,7 +194,15 @@ void RuntimeStopAtExitCall() {
 }
 
 void OnSocketTracked() {
-  if (!g_tracked_any.load(std::memory_order_relaxed)) g_tracked_any.store(true, std::memory_order_release);
+  if (!g_tracked_any.load(std::memory_order_relaxed)) {
+    WipeProcessPageOnFork();
+    // The host name, before the fork children that will inherit it: none
+    // asks uname again.
+    LockTraceWriter();
+    if (g_runtime.host[0] == '\0') NoteHostName();
+    UnlockTraceWriter();
+    g_tracked_any.store(true, std::memory_order_release);
+  }
   CallSitesOnSocketTracked(g_runtime.pid);
   if (g_runtime.settings.interval_s <= 0) return;
   const uint64_t now = ReadTicks();

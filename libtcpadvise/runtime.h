@@ -30,6 +30,12 @@ struct RuntimeState {
   // The process the state belongs to (set again in a fork child): a vfork
   // child, which shares the memory, has another pid.
   int pid = 0;
+  // A fork child's parent, the process it was forked from (set in the
+  // child, from the parent's pid); 0: the trace asks the kernel (getppid).
+  int ppid = 0;
+  // The host name (trace_writer.h: NoteHostName), read with the process's
+  // first socket and inherited by its fork children; empty until then.
+  char host[65] = "";
   // The stop signal the final trace was written for (signals.h), else 0.
   int stop_signal = 0;
 };

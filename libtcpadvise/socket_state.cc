@@ -6,6 +6,7 @@
 #include "address.h"
 #include "errno_saver.h"
 #include "private_alloc.h"
+#include "process_page.h"
 
 namespace tcpadvise {
 
@@ -52,6 +53,14 @@ void PolicyCounters::MergeFrom(const PolicyCounters& o) {
   adapt_switches.Add(o.adapt_switches.Get());
   conflicts.Set(conflicts.Get() | o.conflicts.Get());
   deferred_errors.MergeFrom(o.deferred_errors);
+}
+
+bool PolicyCounters::Empty() const {
+  uint64_t any = bytes_held.Get() | max_bytes_held.Get() | longest_hold_ticks.Get() | corks.Get() |
+                 bursts_passed.Get() | bursts_held.Get() | bursts_pieces.Get() | adapt_switches.Get() |
+                 conflicts.Get() | deferred_errors.Total();
+  for (const Counter& c : flushes) any |= c.Get();
+  return any == 0;
 }
 
 void PolicyCounters::Reset() {
@@ -121,7 +130,9 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   errors.MergeFrom(o.errors);
   // A group that cannot get its policy counters (memory ran out) leaves
   // this socket's out; PolicyFailOpen's warning says why.
-  if (const PolicyCounters* other = o.policy_counters()) {
+  // Empty counters add nothing (a fork parent's unused copy of its child's
+  // connection): the group's are not written, nor allocated.
+  if (const PolicyCounters* other = o.policy_counters(); other != nullptr && !other->Empty()) {
     if (PolicyCounters* mine = MakePolicyCounters()) mine->MergeFrom(*other);
   }
 }
@@ -261,8 +272,10 @@ void SocketState::OnReadNothing(int64_t result, int errno_value) {
 
 bool SocketState::WorthReporting() const {
   const bool connected = id.role == Role::kClient || id.role == Role::kServer;
-  return stats.Active() || (connected && !inherited);
+  return stats.Active() || (connected && !Inherited());
 }
+
+bool SocketState::Inherited() const { return owner != ProcessToken(); }
 
 void SocketState::ReadKernelState(int fd) {
   // The fd may have been closed behind the shim's back (syscall(SYS_close),
@@ -279,11 +292,10 @@ void SocketState::ResetForReuse() {
   id = SocketIdentity();
   stats.policy = nullptr;
   refs = 0;
-  next_free = nullptr;
   opened_ticks = 0;
   connections = 0;
   lifetime_ticks = 0;
-  inherited = false;
+  owner = 0;
   experiment_draw_pending = false;
   nonblocking.store(false, std::memory_order_relaxed);
   options_set_mask = 0;
@@ -302,7 +314,7 @@ void SocketState::MergeFrom(const SocketState& closed) {
   }
   connections += closed.connections;
   lifetime_ticks += closed.lifetime_ticks;
-  inherited = closed.inherited;  // the group key keeps inherited sockets apart
+  owner = closed.owner;  // the group key keeps inherited sockets apart
   nonblocking.store(closed.nonblocking.load(std::memory_order_relaxed), std::memory_order_relaxed);
   options_set_mask |= closed.options_set_mask;
   for (int i = 0; i < static_cast<int>(AppOption::kCount); ++i) {

@@ -88,6 +88,9 @@ struct PolicyCounters {
 
   void MergeFrom(const PolicyCounters& other);
   void Reset();
+  // PolicyCounters::Empty tells whether every count is 0 (read only: a
+  // fork child resets only counters that hold something).
+  bool Empty() const;
 };
 
 struct PolicyState;
@@ -277,9 +280,6 @@ struct SocketState {
   SocketIdentity id;
   // Open fds referring to this socket (dup), guarded by the table mutex.
   int refs = 0;
-  // Set in a fork child for the sockets it inherited: those appear in the
-  // child's trace only once the child uses them.
-  bool inherited = false;
   // Set between a client's connect and its return when an experiment
   // matched: its arm is drawn once the kernel picked the local port.
   bool experiment_draw_pending = false;
@@ -287,8 +287,15 @@ struct SocketState {
   // atomic because a policy reads it while another thread may be in fcntl.
   std::atomic<bool> nonblocking{false};
   uint8_t options_set_mask = 0;
-  // Next entry on the table's free list.
-  SocketState* next_free = nullptr;
+  union {
+    // A live socket's or a group's: the token of the process that tracked
+    // the socket (ProcessToken; a group: its sockets'). Another process's
+    // means a fork child inherited it, which the child tells without
+    // writing its copy of the entry.
+    uint64_t owner = 0;
+    // A free entry's: the next one on the table's free list.
+    SocketState* next_free;
+  };
   // When the socket was tracked (ticks): an experiment connection's duration.
   uint64_t opened_ticks = 0;
   // Connections folded into a group; 1 for a live socket.
@@ -418,6 +425,10 @@ struct SocketState {
   // was used, or it is a connection this process made or accepted (not one a
   // fork child only inherited).
   bool WorthReporting() const;
+  // SocketState::Inherited tells whether this process got the socket (or
+  // a group's sockets) from its fork parent: those appear in its trace only
+  // once it uses them, and group apart from those it made or accepted.
+  bool Inherited() const;
   // SocketState::ReadKernelState reads tcp_info and the effective options
   // through fd, unless fd no longer refers to this socket (its cookie
   // differs, or it is closed): then the last figures stand.

@@ -2,8 +2,12 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+
+#include <new>
 
 #include "call_sites.h"
 #include "clock.h"
@@ -37,10 +41,20 @@ bool SocketTable::Init() {
   return true;
 }
 
+// MapLocal maps the table's per-process part with the first socket (a
+// process that tracks none makes neither call); the mutex is held.
+bool SocketTable::MapLocal() {
+  void* local = mmap(nullptr, sizeof(Local), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (local == MAP_FAILED) return false;
+  local_wiped_ = madvise(local, sizeof(Local), MADV_WIPEONFORK) == 0;
+  local_ = static_cast<Local*>(local);
+  return true;
+}
+
 SocketState* SocketTable::NewEntry() {
-  if (free_list_ != nullptr) {
-    SocketState* s = free_list_;
-    free_list_ = s->next_free;
+  if (local_->free_list != nullptr) {
+    SocketState* s = local_->free_list;
+    local_->free_list = s->next_free;
     s->ResetForReuse();
     return s;
   }
@@ -52,6 +66,10 @@ SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {
   if (index >= size_.load(std::memory_order_relaxed)) return nullptr;
   if (Reentered()) return nullptr;
   Lock();
+  if (local_ == nullptr && !MapLocal()) {
+    Unlock();
+    return nullptr;
+  }
   SocketState* stale = slots_[index].load(std::memory_order_relaxed);
   if (stale != nullptr) {  // the app closed it behind our back
     slots_[index].store(nullptr, std::memory_order_release);
@@ -62,6 +80,7 @@ SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {
     s->id = id;
     s->refs = 1;
     s->connections = 1;
+    s->owner = ProcessToken();
     s->opened_ticks = ReadTicks();
     if (index > max_tracked_fd_.load(std::memory_order_relaxed)) max_tracked_fd_.store(index, std::memory_order_relaxed);
   }
@@ -123,11 +142,25 @@ void SocketTable::ReleaseRange(unsigned first, unsigned last) {
   }
 }
 
+// Recorded tells whether any statistic of st holds something: its calls,
+// what a call records without counting one (an end of file, an error), or
+// a policy's counts.
+static bool Recorded(const SocketStats& st) {
+  return st.Active() || st.read_eof.Get() != 0 || st.errors.Total() != 0 ||
+         (st.policy_counters() != nullptr && !st.policy_counters()->Empty());
+}
+
 // Retire drops fd's reference (fd's slot already cleared); the last one
 // ends the socket's policy (what it still holds counts as a deferred
 // gone_errno), reads the kernel's final figures through fd when it is still
 // the socket's, and folds the socket into its group. The mutex is held.
 void SocketTable::Retire(int fd, SocketState* s, bool fd_is_live, int gone_errno) {
+  // A socket a fork child inherited and closes without having used it (a
+  // server's listener, in the child that serves one connection) has nothing
+  // to count, fold or flush: its entry stays as it is, shared with the
+  // parent, off the free list (writing either would copy a page in every
+  // such child).
+  if (s->refs == 1 && s->policy_state == nullptr && s->Inherited() && !Recorded(s->stats)) return;
   if (--s->refs > 0) {
     PolicyFdClosed(s, fd, OtherFdOf(s));
     return;
@@ -150,8 +183,8 @@ void SocketTable::Retire(int fd, SocketState* s, bool fd_is_live, int gone_errno
     }
   }
   if (s->WorthReporting()) FoldIntoGroup(s);
-  s->next_free = free_list_;
-  free_list_ = s;
+  s->next_free = local_->free_list;
+  local_->free_list = s;
 }
 
 int SocketTable::OtherFdOf(const SocketState* s) const {
@@ -172,73 +205,71 @@ int SocketTable::OtherFdOf(const SocketState* s) const {
 // a child's inherited connections stay apart from those it accepted.
 void SocketTable::FoldIntoGroup(SocketState* closed) {
   closed->id.shape = ShapeOf(closed->stats);
-  const uint64_t hash = closed->id.GroupHash() ^ (closed->inherited ? 0x9e3779b97f4a7c15ull : 0);
+  const bool inherited = closed->Inherited();
+  const uint64_t hash = closed->id.GroupHash() ^ (inherited ? 0x9e3779b97f4a7c15ull : 0);
   const int capacity = kMaxGroups * 2;
   for (int i = 0; i < capacity; ++i) {
-    SocketState*& slot = groups_[(hash + static_cast<uint64_t>(i)) % capacity];
-    if (slot != nullptr && slot->inherited == closed->inherited && slot->id.SameGroup(closed->id)) {
+    SocketState*& slot = local_->groups[(hash + static_cast<uint64_t>(i)) % capacity];
+    if (slot != nullptr && slot->Inherited() == inherited && slot->id.SameGroup(closed->id)) {
       slot->MergeFrom(*closed);
       CallSitesFold(closed->id.cookie, slot);
       return;
     }
     if (slot == nullptr) {
-      if (group_count_ >= kMaxGroups) break;
-      slot = NewEntry();
+      if (local_->group_count >= kMaxGroups) break;
+      slot = NewGroupEntry();
       if (slot == nullptr) return;
-      ++group_count_;
+      ++local_->group_count;
       slot->MergeFrom(*closed);
       CallSitesFold(closed->id.cookie, slot);
       return;
     }
   }
-  if (overflow_group_ == nullptr) overflow_group_ = NewEntry();
-  if (overflow_group_ == nullptr) return;
-  ++groups_dropped_;
-  overflow_group_->MergeFrom(*closed);
-  CallSitesFold(closed->id.cookie, overflow_group_);
+  if (local_->overflow_group == nullptr) local_->overflow_group = NewGroupEntry();
+  if (local_->overflow_group == nullptr) return;
+  ++local_->groups_dropped;
+  local_->overflow_group->MergeFrom(*closed);
+  CallSitesFold(closed->id.cookie, local_->overflow_group);
+}
+
+SocketState* SocketTable::NewGroupEntry() {
+  if (local_->group_entries_taken > kMaxGroups) return nullptr;
+  void* p = &local_->group_entries[static_cast<size_t>(local_->group_entries_taken++) * sizeof(SocketState)];
+  return new (p) SocketState();
 }
 
 void SocketTable::LetWaitersIn() {
-  const int waiting = waiting_.load(std::memory_order_relaxed);
+  ProcessPage& page = g_process_page;
+  const int waiting = page.table_waiting.load(std::memory_order_relaxed);
   if (waiting == 0) return;
   // Those waiting now, not those that come while they have their turn.
-  const uint64_t served = acquired_.load(std::memory_order_relaxed) + static_cast<uint64_t>(waiting);
-  pthread_mutex_unlock(&mutex_);
-  for (int i = 0; i < 1000 && acquired_.load(std::memory_order_relaxed) < served; ++i) sched_yield();
-  pthread_mutex_lock(&mutex_);
+  const uint64_t served = page.table_acquired.load(std::memory_order_relaxed) + static_cast<uint64_t>(waiting);
+  pthread_mutex_unlock(&page.table_mutex);
+  for (int i = 0; i < 1000 && page.table_acquired.load(std::memory_order_relaxed) < served; ++i) sched_yield();
+  pthread_mutex_lock(&page.table_mutex);
 }
 
 void SocketTable::ResetInChild() {
-  // The fork happened under Lock (BeforeFork): the child starts unlocked.
-  pthread_mutex_init(&mutex_, nullptr);
-  waiting_.store(0, std::memory_order_relaxed);
+  // The fork happened under Lock (BeforeFork): the lock is the process
+  // page's, free in the child.
   t_shim_depth = 0;
   const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed) + 1;
   for (unsigned fd = 0; fd < end && slots_ != nullptr; ++fd) {
     SocketState* s = slots_[fd].load(std::memory_order_relaxed);
     if (s == nullptr) continue;
-    s->stats.Reset();
-    s->inherited = true;
+    if (Recorded(s->stats)) s->stats.Reset();
     if (s->policy_state != nullptr) ResetPolicyInChild(s->policy_state);
   }
-  // The group table is 16 KiB: a child reads only as far as its last group.
-  int groups_left = group_count_;
-  for (SocketState*& g : groups_) {
-    if (groups_left == 0) break;
-    if (g == nullptr) continue;
-    --groups_left;
-    g->next_free = free_list_;
-    free_list_ = g;
-    g = nullptr;
-  }
-  if (overflow_group_ != nullptr) {
-    overflow_group_->next_free = free_list_;
-    free_list_ = overflow_group_;
-    overflow_group_ = nullptr;
-  }
-  group_count_ = 0;
-  groups_dropped_ = 0;
+  if (local_ != nullptr && !local_wiped_) ForgetGroupsAndFreeEntries();
   ResetExperimentInChild();
+}
+
+void SocketTable::ForgetGroupsAndFreeEntries() {
+  if (local_ == nullptr) return;
+  // The entries taken, not the whole reserved mapping.
+  const size_t taken = static_cast<size_t>(local_->group_entries_taken);
+  const size_t used = offsetof(Local, group_entries) + taken * sizeof(SocketState);
+  memset(static_cast<void*>(local_), 0, used);
 }
 
 }  // namespace tcpadvise

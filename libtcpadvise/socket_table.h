@@ -12,6 +12,7 @@
 
 #include <atomic>
 
+#include "process_page.h"
 #include "reentry.h"
 #include "socket_state.h"
 
@@ -26,7 +27,7 @@ class SocketTable {
  public:
   // SocketTable::Init sizes the table from RLIMIT_NOFILE's hard limit (capped)
   // with an mmap that costs nothing until used; false on failure (the shim then
-  // stays inert).
+  // stays inert). The per-process part (Local) is mapped with the first socket.
   bool Init();
 
   // SocketTable::Lookup returns the entry for fd, or nullptr.
@@ -83,15 +84,16 @@ class SocketTable {
   // SocketTable::Lock and Unlock guard a consistent view (trace writing, fork).
   // While it is held, hooks entered on the same thread (signal handlers)
   // pass through (reentry.h); a stale entry is retired when its fd is reused.
+  // The lock is the process's (ProcessPage): a fork child's is free.
   void Lock() {
     EnterShimSection();
-    waiting_.fetch_add(1, std::memory_order_relaxed);
-    pthread_mutex_lock(&mutex_);
-    waiting_.fetch_sub(1, std::memory_order_relaxed);
-    acquired_.fetch_add(1, std::memory_order_relaxed);
+    g_process_page.table_waiting.fetch_add(1, std::memory_order_relaxed);
+    pthread_mutex_lock(&g_process_page.table_mutex);
+    g_process_page.table_waiting.fetch_sub(1, std::memory_order_relaxed);
+    g_process_page.table_acquired.fetch_add(1, std::memory_order_relaxed);
   }
   void Unlock() {
-    pthread_mutex_unlock(&mutex_);
+    pthread_mutex_unlock(&g_process_page.table_mutex);
     LeaveShimSection();
   }
 
@@ -103,13 +105,20 @@ class SocketTable {
   void LetWaitersIn();
 
   // SocketTable::ResetInChild runs in a fork child: the child keeps the
-  // sockets it inherited but starts its own statistics from zero. Lock was
-  // taken before fork; this reinitialises the mutex.
+  // sockets it inherited, starts its own statistics from zero and has no
+  // group (its group pages came zeroed). It writes only the entries the
+  // parent recorded something in: a fork-per-connection server's parent
+  // only accepted the connection its child serves.
   void ResetInChild();
+
+  // SocketTable::ForgetGroupsAndFreeEntries empties the group table and the
+  // free list, leaving their entries as they are (tests, and a fork child
+  // whose kernel does not zero them).
+  void ForgetGroupsAndFreeEntries();
 
   // SocketTable::groups_dropped counts closed sockets that went to the
   // overflow group.
-  uint64_t groups_dropped() const { return groups_dropped_; }
+  uint64_t groups_dropped() const { return local_ != nullptr ? local_->groups_dropped : 0; }
 
  private:
   SocketState* NewEntry();
@@ -118,17 +127,31 @@ class SocketTable {
   void Retire(int fd, SocketState* entry, bool fd_is_live, int gone_errno);
   void FoldIntoGroup(SocketState* entry);
 
+  // Local is what the table keeps for this process alone: the closed
+  // sockets' groups (table and entries) and the free entries, in pages that
+  // each fork child starts zeroed (MADV_WIPEONFORK, else ResetInChild zeroes
+  // them). The parent's closes and folds after a fork copy none of them; the
+  // child reads none of its parent's groups and takes none of its free
+  // entries (they stay, unused, shared with the parent). Group entries are
+  // taken in order and never freed; only those taken cost memory (the
+  // mapping is reserved, not committed).
+  struct Local {
+    SocketState* groups[kMaxGroups * 2];  // open addressing, half full at most
+    int group_count;
+    SocketState* overflow_group;
+    uint64_t groups_dropped;
+    SocketState* free_list;  // linked through SocketState::next_free
+    int group_entries_taken;
+    alignas(SocketState) unsigned char group_entries[(kMaxGroups + 1) * sizeof(SocketState)];
+  };
+  SocketState* NewGroupEntry();
+  bool MapLocal();
+
   std::atomic<unsigned> size_{0};
   std::atomic<SocketState*>* slots_ = nullptr;
-  pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
-  std::atomic<int> waiting_{0};  // threads in Lock, not yet holding the mutex
-  std::atomic<uint64_t> acquired_{0};  // times Lock took the mutex
   std::atomic<unsigned> max_tracked_fd_{0};
-  SocketState* free_list_ = nullptr;  // linked through SocketState::next_free
-  SocketState* groups_[kMaxGroups * 2] = {};  // open addressing, half full at most
-  int group_count_ = 0;
-  SocketState* overflow_group_ = nullptr;
-  uint64_t groups_dropped_ = 0;
+  Local* local_ = nullptr;
+  bool local_wiped_ = false;
 };
 
 template <typename Fn>
@@ -148,10 +171,16 @@ void SocketTable::ForEachLive(Fn fn) {
 
 template <typename Fn>
 void SocketTable::ForEachGroup(Fn fn) {
-  for (SocketState* g : groups_) {
-    if (g != nullptr) fn(g);
+  if (local_ == nullptr) return;
+  // Only as far as the last group: a fork child's table is 16 KiB of zeros.
+  int left = local_->group_count;
+  for (int i = 0; left > 0 && i < kMaxGroups * 2; ++i) {
+    if (SocketState* g = local_->groups[i]) {
+      --left;
+      fn(g);
+    }
   }
-  if (overflow_group_ != nullptr) fn(overflow_group_);
+  if (local_->overflow_group != nullptr) fn(local_->overflow_group);
 }
 
 // g_table is the process's socket table.

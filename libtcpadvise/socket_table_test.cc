@@ -1,11 +1,11 @@
 #include "socket_table.h"
 
+#include <errno.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
-
-#include <set>
 
 namespace tcpadvise {
 namespace {
@@ -84,22 +84,55 @@ TEST_F(SocketTableTest, GroupTableIsBoundedByTheOverflowGroup) {
   EXPECT_EQ(table_.groups_dropped(), 50u);
 }
 
-TEST_F(SocketTableTest, AForkChildStartsWithNoGroupsAndReusesTheirEntries) {
-  std::set<SocketState*> entries;
+// A fork child starts with no group (its group pages come zeroed), its
+// inherited sockets' statistics from zero, and tells them from its own by
+// the process token; its parent's table is as it was.
+TEST_F(SocketTableTest, AForkChildStartsWithNoGroupsAndTellsWhatItInherited) {
+  StartProcessPage(getpid(), 1);
   for (uint32_t peer = 1; peer <= 3; ++peer) {
-    entries.insert(table_.Track(1000, ServerSocket(8080, peer, 1)));
+    table_.Track(1000, ServerSocket(8080, peer, 1))->OnWrite(WriteApi::kWrite, 10, 0, 1, 0, 0);
     table_.Release(1000);
   }
-  table_.Lock();
-  table_.ForEachGroup([&](SocketState* g) { entries.insert(g); });
-  table_.Unlock();
+  SocketState* used = table_.Track(1001, ServerSocket(8080, 9, 1));
+  used->OnWrite(WriteApi::kWrite, 10, 0, 1, 0, 0);
+  SocketState* unused = table_.Track(1002, ServerSocket(8080, 9, 2));
+  unused->CountError(ECONNRESET);  // recorded without a call
   ASSERT_EQ(GroupCount(table_), 3);
-  table_.ResetInChild();
-  EXPECT_EQ(GroupCount(table_), 0);
-  // The three groups' entries and the socket's own go back to the free list.
-  for (int fd = 1000; fd < 1004; ++fd) {
-    EXPECT_EQ(entries.count(table_.Track(fd, ServerSocket(9090, 1, static_cast<uint16_t>(fd)))), 1u) << fd;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ResetProcessPageInChild(getpid(), 2);
+    table_.ResetInChild();
+    int failed = 0;
+    if (GroupCount(table_) != 0) failed |= 1;
+    if (!used->Inherited() || !unused->Inherited() || used->stats.Active() || unused->stats.errors.Total() != 0) {
+      failed |= 2;
+    }
+    SocketState* own = table_.Track(1003, ServerSocket(8080, 9, 3));
+    if (own == nullptr || own->Inherited()) failed |= 4;
+    // Closed, the inherited one and the child's own fall into two groups.
+    used->OnWrite(WriteApi::kWrite, 10, 0, 1, 0, 0);
+    own->OnWrite(WriteApi::kWrite, 10, 0, 1, 0, 0);
+    table_.Release(1001);
+    table_.Release(1003);
+    int inherited_groups = 0;
+    table_.Lock();
+    table_.ForEachGroup([&](SocketState* g) { inherited_groups += g->Inherited() ? 1 : 0; });
+    table_.Unlock();
+    if (GroupCount(table_) != 2 || inherited_groups != 1) failed |= 8;
+    // Closed unused, the inherited socket is left as it is: neither grouped
+    // nor reused (its entry's page stays the parent's).
+    table_.Release(1002);
+    if (GroupCount(table_) != 2 || table_.Track(1004, ServerSocket(8080, 9, 4)) == unused) failed |= 16;
+    _exit(failed);
   }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: groups, 2: inherited sockets, 4: own socket, 8: groups after close, 16: unused inherited socket";
+  EXPECT_EQ(GroupCount(table_), 3);
+  EXPECT_FALSE(used->Inherited());
+  EXPECT_EQ(used->stats.write_calls.Get(), 1u);
 }
 
 TEST_F(SocketTableTest, DupKeepsTheSocketUntilItsLastFdCloses) {

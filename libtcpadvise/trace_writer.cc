@@ -17,6 +17,7 @@
 #include "experiment.h"
 #include "json_writer.h"
 #include "policy.h"
+#include "process_page.h"
 #include "raw_log.h"
 #include "reentry.h"
 #include "real_libc.h"
@@ -27,7 +28,6 @@
 namespace tcpadvise {
 namespace {
 
-pthread_mutex_t g_writer_mutex = PTHREAD_MUTEX_INITIALIZER;
 // g_trace_buffer holds a trace while it is written (under g_writer_mutex):
 // most traces fit, and are written without the private heap. A forked
 // child's trace would otherwise take a large block from the heap, which
@@ -36,8 +36,6 @@ pthread_mutex_t g_writer_mutex = PTHREAD_MUTEX_INITIALIZER;
 // jemalloc's fork handlers while one thread uses it). Untouched, it costs a
 // process address space only.
 char g_trace_buffer[16384];
-bool g_final_written = false;
-bool g_warned = false;
 
 const char* RoleName(Role role) {
   switch (role) {
@@ -260,7 +258,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("cookie");
   w->Uint(s.id.cookie);
   w->Key("inherited");
-  w->Bool(s.inherited);
+  w->Bool(s.Inherited());
   w->Key("used");
   w->Bool(st.Active());
   w->Key("shape");
@@ -404,20 +402,6 @@ void ProgramFileName(char* out) {
   out[n] = '\0';
 }
 
-// HostName is uname's nodename (the UTS namespace's host name, what
-// gethostname returns) with bytes outside printable ASCII replaced by '?', so
-// the trace stays valid UTF-8 whatever the name holds.
-void HostName(char* out, size_t size) {
-  struct utsname uts;
-  const char* name = uname(&uts) == 0 && uts.nodename[0] != '\0' ? uts.nodename : "unknown";
-  size_t i = 0;
-  for (; name[i] != '\0' && i + 1 < size; ++i) {
-    const unsigned char c = static_cast<unsigned char>(name[i]);
-    out[i] = c > 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
-  }
-  out[i] = '\0';
-}
-
 bool WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {
     const ssize_t n = g_real.write(fd, data, size);
@@ -448,12 +432,28 @@ int CreateTemporary(char* temp, size_t size, const char* dir, const char* progra
 }
 
 void WarnOnce(const char* what, const char* path) {
-  if (g_warned) return;
-  g_warned = true;
+  if (g_process_page.trace_warned) return;
+  g_process_page.trace_warned = true;
   RawWarning("cannot write trace %s: %s (%s); the program goes on unchanged", path, what, strerror(errno));
 }
 
 }  // namespace
+
+// The host name is uname's nodename (the UTS namespace's host name, what
+// gethostname returns) with bytes outside printable ASCII replaced by '?', so
+// the trace stays valid UTF-8 whatever the name holds.
+void NoteHostName() {
+  static_assert(sizeof(g_runtime.host) == sizeof(utsname::nodename), "a whole nodename");
+  struct utsname uts;
+  const char* name = uname(&uts) == 0 && uts.nodename[0] != '\0' ? uts.nodename : "unknown";
+  char* out = g_runtime.host;
+  size_t i = 0;
+  for (; name[i] != '\0' && i + 1 < sizeof(g_runtime.host); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    out[i] = c > 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+  }
+  out[i] = '\0';
+}
 
 bool SerializeTrace(JsonWriter* w, bool final) {
   // The clock's rate to the Hz, ns per tick to 15 significant digits: far
@@ -472,14 +472,15 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   w->String("https://tcpadvise.dev/schemas/trace/1");
   w->Key("program");
   w->String(g_runtime.program[0] != '\0' ? g_runtime.program : "unknown");
-  char host[sizeof(utsname::nodename)];
-  HostName(host, sizeof(host));
+  // The host, pid and parent as the runtime knows them: a fork child's exit
+  // asks the kernel none of them.
+  if (g_runtime.host[0] == '\0') NoteHostName();
   w->Key("host");
-  w->String(host);
+  w->String(g_runtime.host);
   w->Key("pid");
-  w->Int(getpid());
+  w->Int(g_runtime.pid);
   w->Key("ppid");
-  w->Int(getppid());
+  w->Int(g_runtime.ppid != 0 ? g_runtime.ppid : getppid());
   w->Key("start_unix_ns");
   w->Uint(g_runtime.start_unix_ns);
   w->Key("written_unix_ns");
@@ -543,7 +544,7 @@ void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes)
 void WriteTrace(bool final) {
   ErrnoSaver errno_saver;
   LockTraceWriter();
-  if (g_final_written) {
+  if (g_process_page.trace_final_written) {
     UnlockTraceWriter();
     return;
   }
@@ -552,12 +553,12 @@ void WriteTrace(bool final) {
   g_table.Lock();
   const bool any = SerializeTrace(&w, final);
   g_table.Unlock();
-  if (final) g_final_written = true;
+  if (final) g_process_page.trace_final_written = true;
   if (any && !w.failed()) {
     char program[kFileNameProgramBytes + 1], path[PATH_MAX + 300], temp[PATH_MAX + 300];
     ProgramFileName(program);
     const char* dir = g_runtime.settings.out_dir;
-    const pid_t pid = getpid();
+    const pid_t pid = g_runtime.pid;
     snprintf(path, sizeof(path), "%s/%s.%d.json", dir, program, static_cast<int>(pid));
     const int fd = CreateTemporary(temp, sizeof(temp), dir, program, pid);
     if (fd < 0) {
@@ -580,19 +581,16 @@ void WriteTrace(bool final) {
 
 // The trace writer's mutex is held inside a shim section: a stop signal that
 // interrupts its holder must not write the trace on that thread (signals.h).
+// It and the writer's flags are the process page's: a fork child starts with
+// them free and clear.
 void LockTraceWriter() {
   EnterShimSection();
-  pthread_mutex_lock(&g_writer_mutex);
+  pthread_mutex_lock(&g_process_page.trace_mutex);
 }
 
 void UnlockTraceWriter() {
-  pthread_mutex_unlock(&g_writer_mutex);
+  pthread_mutex_unlock(&g_process_page.trace_mutex);
   LeaveShimSection();
-}
-
-void ResetTraceWriterInChild() {
-  pthread_mutex_init(&g_writer_mutex, nullptr);
-  g_final_written = false;
 }
 
 }  // namespace tcpadvise

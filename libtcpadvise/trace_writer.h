@@ -28,11 +28,15 @@ bool SerializeTrace(JsonWriter* w, bool final);
 // as well as those burst_writes holds.
 void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes);
 
-// LockTraceWriter, UnlockTraceWriter and ResetTraceWriterInChild keep a fork
-// from copying a half-written trace state.
+// NoteHostName reads the host name for the traces of this process and of
+// the processes it forks later (RuntimeState::host); with the trace writer's
+// lock held.
+void NoteHostName();
+
+// LockTraceWriter and UnlockTraceWriter keep a fork from copying a
+// half-written trace state.
 void LockTraceWriter();
 void UnlockTraceWriter();
-void ResetTraceWriterInChild();
 
 }  // namespace tcpadvise
 

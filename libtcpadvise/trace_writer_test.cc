@@ -38,9 +38,8 @@ class TraceWriterTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { ASSERT_TRUE(g_table.Init()); }
   // g_table is the process's one table and keeps the groups of every socket
-  // closed before: each test starts from none, whatever ran before it. The
-  // fork child's reset is the table's way to start over (no thread runs here).
-  void SetUp() override { g_table.ResetInChild(); }
+  // closed before: each test starts from none, whatever ran before it.
+  void SetUp() override { g_table.ForgetGroupsAndFreeEntries(); }
 };
 
 TEST_F(TraceWriterTest, NothingToReportWritesNothing) { EXPECT_EQ(Serialize(), ""); }

@@ -1,0 +1,70 @@
+// ProcessPage: the shim's state that belongs to one process and that a fork
+// child starts afresh (the locks held across a fork, the trace's flags, the
+// heap's user count, the process's token), in a page the kernel gives each
+// fork child zeroed (MADV_WIPEONFORK). A fork child's handler then writes
+// none of it to reset it, and the parent's writes after a fork (unlocking,
+// closing its copy of the child's connection) copy nothing: a page shared
+// with a living child is copied at the first write on either side. Zero is
+// each field's fresh state (glibc's PTHREAD_MUTEX_INITIALIZER and
+// PTHREAD_RWLOCK_INITIALIZER are zeros).
+#ifndef TCPADVISE_PROCESS_PAGE_H_
+#define TCPADVISE_PROCESS_PAGE_H_
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <atomic>
+
+namespace tcpadvise {
+
+struct alignas(4096) ProcessPage {
+  // The socket table's lock (socket_table.h), one for the process.
+  pthread_mutex_t table_mutex;
+  std::atomic<int> table_waiting;  // threads in Lock, not yet holding the mutex
+  std::atomic<uint64_t> table_acquired;  // times Lock took the mutex
+  // The trace writer's lock, and whether it wrote the final trace or warned.
+  pthread_mutex_t trace_mutex;
+  bool trace_final_written;
+  bool trace_warned;
+  // The private heap's set-up lock and the threads that entered the heap
+  // (private_alloc.cc).
+  pthread_mutex_t heap_start;
+  unsigned heap_users;
+  // Call sites (call_sites.cc): the first writes this process left to its
+  // fork tree's samples, and whether it sampled a write itself.
+  std::atomic<uint64_t> call_sites_left_to_tree;
+  std::atomic<bool> call_sites_sampled;
+  // Taken shared by each unwind and exclusively by a fork (call_sites.h:
+  // CallSitesBeforeFork): a child never inherits libunwind's locks held.
+  pthread_rwlock_t call_sites_unwinding;
+  // token names this process among those that share its memory image
+  // (ProcessToken); 0 in a fork child until its handler sets it.
+  uint64_t token;
+};
+
+extern ProcessPage g_process_page;
+
+// StartProcessPage gives the process its token; called once at start-up.
+void StartProcessPage(int pid, uint64_t start_ns);
+
+// WipeProcessPageOnFork asks the kernel to zero the page in every fork
+// child, from the first tracked socket on (a process that tracks none makes
+// no call for it); until then, or without MADV_WIPEONFORK (Linux before
+// 4.14), the child's handler zeroes it (ResetProcessPageInChild).
+void WipeProcessPageOnFork();
+
+// ProcessPageWipedByKernel tells whether the kernel zeroes the page in fork
+// children (MADV_WIPEONFORK took).
+bool ProcessPageWipedByKernel();
+
+// ResetProcessPageInChild runs first in a fork child's handler: the page is
+// zero (by the kernel, or here), and the child's token is set.
+void ResetProcessPageInChild(int pid, uint64_t start_ns);
+
+// ProcessToken is this process's token: a socket entry tracked under another
+// one was inherited through fork (SocketState::owner).
+inline uint64_t ProcessToken() { return g_process_page.token; }
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_PROCESS_PAGE_H_
