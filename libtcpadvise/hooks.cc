@@ -28,14 +28,18 @@ namespace {
 
 // TrackedWrite runs one write-family call on a tracked socket and records
 // it: one clock read before the call, a second one on sampled calls only;
-// none when clock is false (a write a policy holds, see WrittenUnderPolicy).
+// none when clock is false (a write a policy holds, see WrittenUnderPolicy)
+// or the write's turn is not recorded (TurnSampling): such a write looks at
+// the clock for snapshots once in 256 writes, as reads do.
 // iovcnt is a count, or a function that reads it once the call succeeded
 // (sendmsg: the msghdr is the application's, which only the kernel checks).
 template <typename Count, typename Call>
 [[gnu::always_inline]] inline ssize_t TrackedWrite(SocketState* s, WriteApi api, Count iovcnt, Call call,
                                                    bool clock = true) {
-  const bool timed = clock && s->SampleSyscallTime();
-  const uint64_t start = clock ? ReadTicks() : 0;
+  const uint32_t code = s->WriteCode(g_runtime.settings.turns);
+  const bool recorded = clock && code != kUnrecordedCode;
+  const bool timed = recorded && s->SampleSyscallTime();
+  const uint64_t start = recorded ? ReadTicks() : 0;
   const ssize_t result = call();
   const uint64_t syscall_ticks = timed ? ReadTicks() - start + 1 : 0;  // +1: a sample is never 0
   uint64_t count;
@@ -44,7 +48,7 @@ template <typename Count, typename Call>
   } else {
     count = iovcnt;
   }
-  s->OnWrite(api, result, result < 0 ? errno : 0, count, start, syscall_ticks);
+  s->OnWrite(api, result, result < 0 ? errno : 0, count, start, syscall_ticks, code);
   if (result > 0) {
     const uint64_t write = s->stats.write_calls.Get();
     const bool opened = s->stats.burst_open_writes.Get() == 1;
@@ -54,7 +58,11 @@ template <typename Count, typename Call>
       SampleCallSite(s->id.cookie, s->id.ServiceKey(), g_runtime.pid, write, static_cast<uint64_t>(result), opened);
     }
   }
-  MaybeSnapshot(start);
+  if (recorded) {
+    MaybeSnapshot(start);
+  } else if (__builtin_expect((s->stats.write_calls.Get() & 255) == 0, 0)) {
+    MaybeSnapshot(ReadTicks());
+  }
   return result;
 }
 
