@@ -26,29 +26,10 @@ namespace tcpadvise {
 namespace hooks {
 namespace {
 
-// TrackedWrite runs one write-family call on a tracked socket and records
-// it: one clock read before the call, a second one on sampled calls only;
-// none when clock is false (a write a policy holds, see WrittenUnderPolicy)
-// or the write's turn is not recorded (TurnSampling): such a write looks at
-// the clock for snapshots once in 256 writes, as reads do.
-// iovcnt is a count, or a function that reads it once the call succeeded
-// (sendmsg: the msghdr is the application's, which only the kernel checks).
-template <typename Count, typename Call>
-[[gnu::always_inline]] inline ssize_t TrackedWrite(SocketState* s, WriteApi api, Count iovcnt, Call call,
-                                                   bool clock = true) {
-  const uint32_t code = s->WriteCode(g_runtime.settings.turns);
-  const bool recorded = clock && code != kUnrecordedCode;
-  const bool timed = recorded && s->SampleSyscallTime();
-  const uint64_t start = recorded ? ReadTicks() : 0;
-  const ssize_t result = call();
-  const uint64_t syscall_ticks = timed ? ReadTicks() - start + 1 : 0;  // +1: a sample is never 0
-  uint64_t count;
-  if constexpr (std::is_invocable_v<Count>) {
-    count = result >= 0 ? iovcnt() : 0;
-  } else {
-    count = iovcnt;
-  }
-  s->OnWrite(api, result, result < 0 ? errno : 0, count, start, syscall_ticks, code);
+// NoteWrite does what follows every write: the call sites' sampling (a
+// write that opened a burst ended the previous one) and, in a write that
+// did not read the clock, the snapshot check once in 256 writes, as reads do.
+[[gnu::always_inline]] inline void NoteWrite(SocketState* s, ssize_t result, uint64_t start) {
   if (result > 0) {
     const uint64_t write = s->stats.write_calls.Get();
     const bool opened = s->stats.burst_open_writes.Get() == 1;
@@ -58,11 +39,49 @@ template <typename Count, typename Call>
       SampleCallSite(s->id.cookie, s->id.ServiceKey(), g_runtime.pid, write, static_cast<uint64_t>(result), opened);
     }
   }
-  if (recorded) {
+  if (start != 0) {
     MaybeSnapshot(start);
   } else if (__builtin_expect((s->stats.write_calls.Get() & 255) == 0, 0)) {
     MaybeSnapshot(ReadTicks());
   }
+}
+
+// RecordedWrite is TrackedWrite's path for a write recorded with weight
+// code `code` (TurnSampling): one clock read before the call, a second one
+// on sampled calls only; none when clock is false (a write a policy holds,
+// see WrittenUnderPolicy). Out of line, so that the writes only counted
+// keep few registers.
+template <typename Count, typename Call>
+[[gnu::noinline]] ssize_t RecordedWrite(SocketState* s, WriteApi api, Count iovcnt, Call call, uint32_t code,
+                                        bool clock) {
+  const bool timed = clock && s->SampleSyscallTime();
+  const uint64_t start = clock ? ReadTicks() : 0;
+  const ssize_t result = call();
+  const uint64_t syscall_ticks = timed ? ReadTicks() - start + 1 : 0;  // +1: a sample is never 0
+  uint64_t count;
+  if constexpr (std::is_invocable_v<Count>) {
+    count = result >= 0 ? iovcnt() : 0;
+  } else {
+    count = iovcnt;
+  }
+  s->OnWrite(api, result, result < 0 ? errno : 0, count, start, syscall_ticks, code);
+  NoteWrite(s, result, start);
+  return result;
+}
+
+// TrackedWrite runs one write-family call on a tracked socket and records
+// it. A write whose turn is not recorded (TurnSampling) reads no clock and
+// only counts (SocketState::OnWrite). iovcnt is a count, or a function that
+// reads it once the call succeeded (sendmsg: the msghdr is the
+// application's, which only the kernel checks).
+template <typename Count, typename Call>
+[[gnu::always_inline]] inline ssize_t TrackedWrite(SocketState* s, WriteApi api, Count iovcnt, Call call,
+                                                   bool clock = true) {
+  const uint32_t code = s->WriteCode(g_runtime.settings.turns);
+  if (__builtin_expect(code != kUnrecordedCode, 0)) return RecordedWrite(s, api, iovcnt, call, code, clock);
+  const ssize_t result = call();
+  s->OnWrite(api, result, result < 0 ? errno : 0, 0, 0, 0, kUnrecordedCode);
+  NoteWrite(s, result, 0);
   return result;
 }
 

@@ -113,16 +113,16 @@ inline uint64_t WeightOfCode(uint32_t code) { return (uint64_t{1} << code) >> 1;
 
 // TurnWeightCode is the weight code of turn number `turn` (from 0): the first
 // ones in full, then one turn in each block of 2^every_shift, at a position
-// the block's number hashes to (the top bits of a Fibonacci hash: a Weyl
-// sequence, spread evenly), so that a program whose turns repeat a pattern
-// is not always caught at the same point of it, and the weighted counts
-// stay within a block of the true ones.
+// the block's number hashes to (a Fibonacci hash: a Weyl sequence, spread
+// evenly), so that a program whose turns repeat a pattern is not always
+// caught at the same point of it, and the weighted counts stay within a
+// block of the true ones.
 inline uint32_t TurnWeightCode(uint64_t turn, const TurnSampling& sampling) {
   if (turn < sampling.first) return kFullWeightCode;
   const uint64_t k = turn - sampling.first;
   const uint32_t shift = sampling.every_shift;
-  const uint64_t pick = ((k >> shift) * 0x9e3779b97f4a7c15ull) >> (63 - shift) >> 1;
-  return (k & ((uint64_t{1} << shift) - 1)) == pick ? shift + 1 : kUnrecordedCode;
+  const uint64_t offset = ((k >> shift) * 0x9e3779b97f4a7c15ull) >> 32;
+  return ((k + offset) & ((uint64_t{1} << shift) - 1)) == 0 ? shift + 1 : kUnrecordedCode;
 }
 
 // SocketStats are the statistics of a socket or a group, laid out so that a
@@ -456,10 +456,29 @@ struct SocketState {
   // the current burst; the first read that returns data after a burst closes
   // the turn, and only then is the clock read (in a recorded turn). A turn
   // is timed from its first write whatever the policy, so that arms compare
-  // alike. The read's size is recorded with the period's weight.
+  // alike. In a period not recorded (TurnSampling) the read is only counted.
   [[gnu::always_inline]] void OnRead(ReadApi api, int64_t result, int errno_value, bool peek) {
     stats.read_calls.Increment();
     stats.read_by_api.Add(static_cast<int>(api), 1);
+    if (const uint32_t code = stats.PeriodCode(); __builtin_expect(code != kUnrecordedCode, 0)) {
+      return OnRecordedRead(result, errno_value, peek, WeightOfCode(code));
+    }
+    stats.burst_open_writes.Set(0);
+    if (__builtin_expect(result <= 0, 0)) {
+      OnReadNothing(result, errno_value);
+      return;
+    }
+    if (peek) return;
+    stats.read_bytes.Add(static_cast<uint64_t>(result));
+    if (stats.last_write_start.Get() != 0) {
+      stats.last_write_start.Set(0);
+      stats.AddTurns(1);
+    }
+  }
+
+  // SocketState::OnRecordedRead is OnRead's path in a recorded period: the
+  // read's size, the burst and the turn it closes, with the period's weight.
+  [[gnu::noinline]] void OnRecordedRead(int64_t result, int errno_value, bool peek, uint64_t weight) {
     if (stats.burst_open_writes.Get() != 0) CloseBurst();
     if (__builtin_expect(result <= 0, 0)) {
       OnReadNothing(result, errno_value);
@@ -467,18 +486,18 @@ struct SocketState {
     }
     if (peek) return;
     stats.read_bytes.Add(static_cast<uint64_t>(result));
-    const uint64_t weight = stats.PeriodWeight();
-    if (weight != 0) stats.read_size.Record(static_cast<uint64_t>(result), weight);
-    if (const uint64_t sent = stats.last_write_start.Get(); sent != 0) CloseTurn(sent, weight);
+    stats.read_size.Record(static_cast<uint64_t>(result), weight);
+    if (const uint64_t sent = stats.last_write_start.Get(); sent != 0) {
+      stats.last_write_start.Set(0);
+      stats.AddTurns(1);
+      CloseTurn(sent, weight);
+    }
   }
 
-  // SocketState::CloseTurn counts the turn the reply that came now closes,
-  // and records it in a recorded period (weight); sent is its
+  // SocketState::CloseTurn records the turn of a recorded period (weight)
+  // that the reply that came now closed (OnRead counted it); sent is its
   // last_write_start.
   void CloseTurn(uint64_t sent, uint64_t weight) {
-    stats.last_write_start.Set(0);
-    stats.AddTurns(1);
-    if (sent == SocketStats::kUnrecordedTurn) return;
     const uint64_t now = ReadTicks();
     const uint64_t start = stats.turn_start.Get();
     ++turns_recorded;
