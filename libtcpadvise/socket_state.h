@@ -419,7 +419,9 @@ struct SocketState {
     stats.write_bytes.Add(static_cast<uint64_t>(result));
     const uint64_t burst_writes = stats.burst_open_writes.Get() + 1;
     const uint64_t last_start = stats.last_write_start.Get();
-    if (code == kUnrecordedCode) {
+    // A turn another thread (or a signal handler) opened unrecorded since
+    // WriteCode looked: this write is not recorded either.
+    if (code == kUnrecordedCode || last_start == SocketStats::kUnrecordedTurn) {
       stats.burst_open_writes.Set(burst_writes);
       if (last_start == 0) {
         stats.OpenPeriod(kUnrecordedCode);
