@@ -70,7 +70,7 @@ void PolicyCounters::Reset() {
 
 void SocketStats::SetSentToReplyApart() {
   sent_to_reply_ticks.MergeBucketsFrom(turn_ticks);
-  turn_word.fetch_or(kSentToReplyApart, std::memory_order_release);
+  buckets_apart.fetch_or(kSentToReplyApart, std::memory_order_release);
 }
 
 void SocketStats::SetBurstBytesApart() {
@@ -78,7 +78,7 @@ void SocketStats::SetBurstBytesApart() {
   const int open = OpenBurstExcept(&open_n);
   burst_bytes.MergeBucketsFrom(write_size, open, open_n);
   if (const uint64_t implied = ImpliedOneWriteBursts(); implied != 0) burst_writes.RecordRepeated(1, implied);
-  turn_word.fetch_or(kBurstBytesApart, std::memory_order_release);
+  buckets_apart.fetch_or(kBurstBytesApart, std::memory_order_release);
 }
 
 void SocketStats::MergeBorrowing(uint8_t bit, Histogram* h, const Histogram& other_h, const Histogram& other_buckets,
@@ -164,7 +164,10 @@ void SocketStats::Reset() {
   burst_bytes.Reset();
   turn_ticks.Reset();
   sent_to_reply_ticks.Reset();
-  turn_word.store(uint64_t{kFullWeightCode} << kCodeShift, std::memory_order_release);
+  buckets_apart.store(0, std::memory_order_release);
+  period_code.store(kFullWeightCode, std::memory_order_relaxed);
+  turns_low.store(0, std::memory_order_relaxed);
+  turns_high.store(0, std::memory_order_relaxed);
   read_by_api.Reset();
   read_eof.Set(0);
   partial_writes.Set(0);

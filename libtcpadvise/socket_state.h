@@ -196,43 +196,49 @@ struct alignas(64) SocketStats {
   // time stays 0).
   Counter partial_writes;
   Counter write_eagain;
-  // turn_word packs, in the line of the per-API counts that every call
-  // touches: the closed turns (bits 8 and up, exact), the current period's
-  // weight code (bits 2-7, TurnSampling; kFullWeightCode until the first
-  // turn) and a k*Apart bit (bits 0-1) for each borrowing histogram that
-  // holds its own buckets. Only the socket's thread stores it (release
-  // stores, so that a reader that sees an Apart bit sees the copied
-  // buckets), or a merge under the table's lock.
+  // In the line of the per-API counts that every call touches, 8 bytes:
+  // buckets_apart has a k*Apart bit set for each borrowing histogram that
+  // holds its own buckets (set by an atomic or, never lost to another
+  // thread's store); period_code is the current period's weight code
+  // (TurnSampling; kFullWeightCode until the first turn); the closed turns,
+  // exact, are turns_high << 32 | turns_low (48 bits: 2.8e14 turns).
   static constexpr uint8_t kSentToReplyApart = 1;
   static constexpr uint8_t kBurstBytesApart = 2;
-  static constexpr int kCodeShift = 2;
-  static constexpr uint64_t kCodeMask = uint64_t{63} << kCodeShift;
-  static constexpr int kTurnsShift = 8;
-  std::atomic<uint64_t> turn_word{uint64_t{kFullWeightCode} << kCodeShift};
+  std::atomic<uint8_t> buckets_apart{0};
+  std::atomic<uint8_t> period_code{kFullWeightCode};
+  std::atomic<uint16_t> turns_high{0};
+  std::atomic<uint32_t> turns_low{0};
   ReadApiCounts read_by_api;
   WriteApiCounts write_by_api;
   Counter read_eof;
   ErrnoCounts errors;
 
   // SocketStats::Apart is the k*Apart bits.
-  uint8_t Apart() const { return static_cast<uint8_t>(turn_word.load(std::memory_order_acquire) & 3); }
+  uint8_t Apart() const { return buckets_apart.load(std::memory_order_acquire); }
   // SocketStats::Turns is the number of closed turns, exact.
-  uint64_t Turns() const { return turn_word.load(std::memory_order_relaxed) >> kTurnsShift; }
-  // SocketStats::PeriodCode is the current period's weight code.
-  uint32_t PeriodCode() const {
-    return static_cast<uint32_t>((turn_word.load(std::memory_order_relaxed) & kCodeMask) >> kCodeShift);
+  uint64_t Turns() const {
+    return uint64_t{turns_high.load(std::memory_order_relaxed)} << 32 | turns_low.load(std::memory_order_relaxed);
   }
+  // SocketStats::PeriodCode is the current period's weight code.
+  uint32_t PeriodCode() const { return period_code.load(std::memory_order_relaxed); }
   // SocketStats::PeriodWeight is what each value recorded now stands for:
   // 0 in a period not recorded.
   uint64_t PeriodWeight() const { return WeightOfCode(PeriodCode()); }
   // SocketStats::OpenPeriod starts a turn's period recorded with code.
-  void OpenPeriod(uint32_t code) {
-    const uint64_t word = turn_word.load(std::memory_order_relaxed);
-    turn_word.store((word & ~kCodeMask) | uint64_t{code} << kCodeShift, std::memory_order_release);
+  void OpenPeriod(uint32_t code) { period_code.store(static_cast<uint8_t>(code), std::memory_order_relaxed); }
+  // SocketStats::AddTurn counts a closed turn.
+  void AddTurn() {
+    const uint32_t low = turns_low.load(std::memory_order_relaxed) + 1;
+    turns_low.store(low, std::memory_order_relaxed);
+    if (__builtin_expect(low == 0, 0)) {
+      turns_high.store(static_cast<uint16_t>(turns_high.load(std::memory_order_relaxed) + 1), std::memory_order_relaxed);
+    }
   }
-  // SocketStats::AddTurns counts n closed turns.
+  // SocketStats::AddTurns counts n closed turns (a merge).
   void AddTurns(uint64_t n) {
-    turn_word.store(turn_word.load(std::memory_order_relaxed) + (n << kTurnsShift), std::memory_order_release);
+    const uint64_t turns = Turns() + n;
+    turns_low.store(static_cast<uint32_t>(turns), std::memory_order_relaxed);
+    turns_high.store(static_cast<uint16_t>(turns >> 32), std::memory_order_relaxed);
   }
 
   // SocketStats::SentToReplyBuckets is the histogram that holds
@@ -474,7 +480,7 @@ struct SocketState {
     stats.read_bytes.Add(static_cast<uint64_t>(result));
     if (stats.last_write_start.Get() != 0) {
       stats.last_write_start.Set(0);
-      stats.AddTurns(1);
+      stats.AddTurn();
     }
   }
 
@@ -491,7 +497,7 @@ struct SocketState {
     stats.read_size.Record(static_cast<uint64_t>(result), weight);
     if (const uint64_t sent = stats.last_write_start.Get(); sent != 0) {
       stats.last_write_start.Set(0);
-      stats.AddTurns(1);
+      stats.AddTurn();
       CloseTurn(sent, weight);
     }
   }
