@@ -288,7 +288,7 @@ void SocketState::ResetForReuse() {
   next_free = nullptr;
   opened_ticks = 0;
   connections = 0;
-  turns_recorded = 0;
+  turns_recorded.Set(0);
   lifetime_ticks = 0;
   inherited = false;
   experiment_draw_pending = false;
@@ -308,7 +308,7 @@ void SocketState::MergeFrom(const SocketState& closed) {
     id.cookie = 0;  // a group of several connections keeps no one cookie
   }
   connections += closed.connections;
-  turns_recorded += closed.turns_recorded;
+  turns_recorded.Add(closed.turns_recorded.Get());
   lifetime_ticks += closed.lifetime_ticks;
   inherited = closed.inherited;  // the group key keeps inherited sockets apart
   nonblocking.store(closed.nonblocking.load(std::memory_order_relaxed), std::memory_order_relaxed);

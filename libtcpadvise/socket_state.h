@@ -375,7 +375,7 @@ struct SocketState {
   uint64_t connections = 0;
   // Turns recorded in the histograms (TurnSampling), summed over a group's
   // connections: stats.Turns() while every turn was.
-  uint64_t turns_recorded = 0;
+  Counter turns_recorded;
   // How long the group's connections were tracked, summed (ticks); set when
   // a socket is retired.
   uint64_t lifetime_ticks = 0;
@@ -508,7 +508,7 @@ struct SocketState {
   void CloseTurn(uint64_t sent, uint64_t weight) {
     const uint64_t now = ReadTicks();
     const uint64_t start = stats.turn_start.Get();
-    ++turns_recorded;
+    turns_recorded.Increment();
     bool apart = stats.Apart() & SocketStats::kSentToReplyApart;
     if (__builtin_expect(sent != start && !apart, 0)) {
       stats.SetSentToReplyApart();

@@ -550,7 +550,7 @@ void DriveSampled(SocketState* s, SampledReference* r, std::mt19937_64* rng, int
 // through whichever buckets they borrow.
 void ExpectMatches(const SocketState& s, const SampledReference& r, const char* what) {
   EXPECT_EQ(s.stats.Turns(), r.turns) << what;
-  EXPECT_EQ(s.turns_recorded, r.recorded) << what;
+  EXPECT_EQ(s.turns_recorded.Get(), r.recorded) << what;
   EXPECT_EQ(WeightedJson("w", s.stats.write_size), WeightedJson("w", r.write_size)) << what;
   EXPECT_EQ(WeightedJson("r", s.stats.read_size), WeightedJson("r", r.read_size)) << what;
   EXPECT_EQ(BurstBytesJson(s.stats), ReferenceBurstBytesJson(r)) << what;
@@ -589,13 +589,13 @@ TEST(SocketStateTest, ASocketCrossingItsFirstTurnsSamplesTheRest) {
   SocketState s;
   SampledReference r;
   DriveSampled(&s, &r, &rng, 8, 1.0, sampling, false);
-  EXPECT_EQ(s.turns_recorded, 8u);
+  EXPECT_EQ(s.turns_recorded.Get(), 8u);
   EXPECT_EQ(s.stats.turn_ticks.count(), 8u) << "within the first turns every turn is recorded, weight 1";
   DriveSampled(&s, &r, &rng, 93, 1.0, sampling, false);
   ExpectMatches(s, r, "crossed");
   EXPECT_EQ(s.stats.Turns(), 101u);
   EXPECT_EQ(s.stats.write_calls.Get(), 101u);
-  EXPECT_LT(s.turns_recorded, 40u);
+  EXPECT_LT(s.turns_recorded.Get(), 40u);
   const uint64_t estimated = s.stats.turn_ticks.count();
   EXPECT_LE(estimated > 101 ? estimated - 101 : 101 - estimated, 4u) << estimated;
   EXPECT_EQ(&s.stats.BurstBytesBuckets(), &s.stats.write_size);

@@ -218,7 +218,7 @@ void SocketTable::ResetInChild() {
     SocketState* s = slots_[fd].load(std::memory_order_relaxed);
     if (s == nullptr) continue;
     s->stats.Reset();
-    s->turns_recorded = 0;
+    s->turns_recorded.Set(0);
     s->inherited = true;
     if (s->policy_state != nullptr) ResetPolicyInChild(s->policy_state);
   }

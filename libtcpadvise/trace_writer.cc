@@ -350,13 +350,13 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("count");
   const uint64_t turns = st.Turns();
   w->Uint(turns);
-  if (s.turns_recorded != turns) {
+  if (const uint64_t recorded = s.turns_recorded.Get(); recorded != turns) {
     // Sampling started (TurnSampling): the histograms hold these turns'
     // periods, weighted.
     w->Key("sampled");
     w->BeginObject();
     w->Key("recorded");
-    w->Uint(s.turns_recorded);
+    w->Uint(recorded);
     w->EndObject();
   }
   EmitHistogram(w, "ns", "ns", st.turn_ticks, ns_per_tick);

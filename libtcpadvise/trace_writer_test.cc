@@ -87,7 +87,7 @@ TEST_F(TraceWriterTest, ASnapshotMidBurstOfASampledSocket) {
   EXPECT_NE(trace.find("\"turn_sampling\":{\"first\":2,\"every\":2}"), std::string::npos) << trace;
   EXPECT_NE(trace.find("\"writes\":{\"calls\":10,\"bytes\":100,"), std::string::npos) << trace;
   // Turns 0 and 1 in full, then one of 2-3, 4-5 and 6-7, and perhaps 8.
-  const uint64_t recorded = s->turns_recorded;
+  const uint64_t recorded = s->turns_recorded.Get();
   EXPECT_TRUE(recorded == 5 || recorded == 6) << recorded;
   EXPECT_NE(trace.find("\"turns\":{\"count\":9,\"sampled\":{\"recorded\":" + std::to_string(recorded) + "}"),
             std::string::npos)
