@@ -165,7 +165,7 @@ ConnectionOutcome OutcomeOf(const ExperimentConfig& e, int arm, const SocketStat
   o.peer = EndpointOf(s.id.peer);
   o.drawn = static_cast<uint8_t>(ArmOfHash(e, ConnectionHash(e.seed, o.local, o.peer)));
   o.live = live;
-  o.turns = turns.count;
+  o.turns = st.Turns();  // exact; the histogram's count is an estimate once sampling started
   o.turn_p50_ns = static_cast<double>(st.turn_ticks.Percentile(0.5)) * ns_per_tick;
   o.turn_mean_ns = turns.count ? static_cast<double>(turns.sum) / static_cast<double>(turns.count) * ns_per_tick : 0;
   o.sent_to_reply_mean_ns = sent.count ? static_cast<double>(sent.sum) / static_cast<double>(sent.count) * ns_per_tick : 0;

@@ -24,15 +24,15 @@ void Histogram::MergeBoundsFrom(const Histogram& other) {
   if (other.max_.Get() > max_.Get()) max_.Set(other.max_.Get());
 }
 
-void Histogram::MergeBucketsFrom(const Histogram& other, int except) {
+void Histogram::MergeBucketsFrom(const Histogram& other, int except, uint64_t except_n) {
   if (except < 0) {
     buckets_.MergeFrom(other.buckets_);
     return;
   }
-  other.buckets_.ForEach([this, &except](int bucket, uint64_t n) {
+  other.buckets_.ForEach([this, except, except_n](int bucket, uint64_t n) {
     if (bucket == except) {
-      except = -1;
-      if (--n == 0) return;
+      n = n > except_n ? n - except_n : 0;
+      if (n == 0) return;
     }
     buckets_.AddOutOfLine(bucket, n);
   });

@@ -61,21 +61,20 @@ class alignas(64) Histogram {
   // the line with the exact figures; most sockets' histograms see one or two.
   static constexpr int kInlineBuckets = 3;
 
-  // Histogram::Record adds one value.
-  [[gnu::always_inline]] void Record(uint64_t value) {
-    sum_.Add(value);
-    if (~value > min_inverted_.Get()) min_inverted_.Set(~value);
-    if (value > max_.Get()) max_.Set(value);
-    buckets_.Add(HistogramBucketOf(value), 1);
+  // Histogram::Record adds n (> 0, a sampled value's weight) values of
+  // value.
+  [[gnu::always_inline]] void Record(uint64_t value, uint64_t n = 1) {
+    RecordBounds(value, n);
+    buckets_.Add(HistogramBucketOf(value), n);
   }
 
   // Histogram::RecordRepeated adds n (> 0) values of value: out of line.
   void RecordRepeated(uint64_t value, uint64_t n);
 
-  // Histogram::RecordBounds adds one value to the sum, min and max only: for
-  // a histogram whose buckets are, for now, another's (SocketStats).
-  [[gnu::always_inline]] void RecordBounds(uint64_t value) {
-    sum_.Add(value);
+  // Histogram::RecordBounds adds n values of value to the sum, min and max
+  // only: for a histogram whose buckets are, for now, another's (SocketStats).
+  [[gnu::always_inline]] void RecordBounds(uint64_t value, uint64_t n = 1) {
+    sum_.Add(value * n);
     if (~value > min_inverted_.Get()) min_inverted_.Set(~value);
     if (value > max_.Get()) max_.Set(value);
   }
@@ -88,8 +87,8 @@ class alignas(64) Histogram {
   // Histogram::MergeBoundsFrom adds other's sum, min and max.
   void MergeBoundsFrom(const Histogram& other);
   // Histogram::MergeBucketsFrom adds other's bucket counts (and unbucketed
-  // values), one less in bucket `except` (-1: none).
-  void MergeBucketsFrom(const Histogram& other, int except = -1);
+  // values), except_n less in bucket `except` (-1: none).
+  void MergeBucketsFrom(const Histogram& other, int except = -1, uint64_t except_n = 1);
 
   // Histogram::Reset empties the histogram (its tables and chunks stay allocated).
   void Reset();

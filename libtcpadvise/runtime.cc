@@ -130,6 +130,31 @@ Settings ParseSettings(const char* out_dir, const char* interval, const char** w
   return s;
 }
 
+TurnSampling ParseTurnSampling(const char* first, const char* every, const char** warning) {
+  TurnSampling t;
+  *warning = nullptr;
+  auto parse = [](const char* text, uint64_t max, uint64_t* out) {
+    char* end = nullptr;
+    const unsigned long long value = strtoull(text, &end, 10);
+    if (end == text || *end != '\0' || text[0] == '-' || value > max) return false;
+    *out = value;
+    return true;
+  };
+  if (first != nullptr && first[0] != '\0' && !parse(first, uint64_t{1} << 40, &t.first)) {
+    *warning = "TCPADVISE_TURNS_FIRST must be a count from 0 to 1099511627776; using 256";
+    t.first = TurnSampling().first;
+  }
+  uint64_t every_value = 0;
+  if (every != nullptr && every[0] != '\0') {
+    if (!parse(every, 65536, &every_value) || every_value == 0 || (every_value & (every_value - 1)) != 0) {
+      *warning = "TCPADVISE_TURNS_EVERY must be a power of two from 1 to 65536; using 16";
+    } else {
+      t.every_shift = static_cast<uint32_t>(__builtin_ctzll(every_value));
+    }
+  }
+  return t;
+}
+
 // ApplyConfigOutput takes the config's output settings where the environment
 // gave none.
 static void ApplyConfigOutput() {
@@ -150,6 +175,9 @@ void RuntimeStart() {
   if (getauxval(AT_SECURE) != 0) return;  // setuid and the like: stay inert
   const char* warning = nullptr;
   g_runtime.settings = ParseSettings(secure_getenv("TCPADVISE_OUT"), secure_getenv("TCPADVISE_INTERVAL"), &warning);
+  if (warning != nullptr) RawWarning("%s", warning);
+  g_runtime.settings.turns =
+      ParseTurnSampling(secure_getenv("TCPADVISE_TURNS_FIRST"), secure_getenv("TCPADVISE_TURNS_EVERY"), &warning);
   if (warning != nullptr) RawWarning("%s", warning);
   g_runtime.tick_rate.Start();
   g_runtime.start_unix_ns = RealtimeNs();

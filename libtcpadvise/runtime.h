@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "clock.h"
+#include "socket_state.h"
 
 namespace tcpadvise {
 
@@ -17,6 +18,9 @@ struct Settings {
   char out_dir[PATH_MAX] = ".";
   // Seconds between periodic snapshots; 0 writes only at exit.
   double interval_s = 5.0;
+  // Which turns each socket records in full (TCPADVISE_TURNS_FIRST,
+  // TCPADVISE_TURNS_EVERY).
+  TurnSampling turns;
 };
 
 // RuntimeState is what the trace writer needs to know about the process.
@@ -45,6 +49,12 @@ extern RuntimeState g_runtime;
 // ParseSettings reads settings from environment values (nullptr when unset);
 // a bad value keeps the default and returns a warning in *warning.
 Settings ParseSettings(const char* out_dir, const char* interval, const char** warning);
+
+// ParseTurnSampling reads TCPADVISE_TURNS_FIRST (turns recorded in full,
+// 0 to 2^40) and TCPADVISE_TURNS_EVERY (then one in every, a power of two
+// from 1, every turn, to 65536) from environment values (nullptr when
+// unset); a bad value keeps its default and returns a warning in *warning.
+TurnSampling ParseTurnSampling(const char* first, const char* every, const char** warning);
 
 // RuntimeStart binds libc, reads the settings and arms the socket table; the
 // shim stays inert (every call passes through) in setuid processes or when

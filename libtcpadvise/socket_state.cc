@@ -83,28 +83,31 @@ void SocketStats::SetSentToReplyApart() {
 }
 
 void SocketStats::SetBurstBytesApart() {
-  const int open = burst_open_writes.Get() != 0 ? HistogramBucketOf(burst_open_bytes.Get()) : -1;
-  burst_bytes.MergeBucketsFrom(write_size, open);
+  uint64_t open_n;
+  const int open = OpenBurstExcept(&open_n);
+  burst_bytes.MergeBucketsFrom(write_size, open, open_n);
   if (const uint64_t implied = ImpliedOneWriteBursts(); implied != 0) burst_writes.RecordRepeated(1, implied);
   buckets_apart.fetch_or(kBurstBytesApart, std::memory_order_release);
 }
 
 void SocketStats::MergeBorrowing(uint8_t bit, Histogram* h, const Histogram& other_h, const Histogram& other_buckets,
-                                 int other_except) {
+                                 int other_except, uint64_t n) {
   const bool other_apart = &other_buckets == &other_h;
   h->MergeBoundsFrom(other_h);
-  if (!(buckets_apart.load(std::memory_order_relaxed) & bit)) {
+  if (!(Apart() & bit)) {
     if (!other_apart && other_except < 0) return;  // both borrow: the lenders' merge brings the buckets
     bit == kSentToReplyApart ? SetSentToReplyApart() : SetBurstBytesApart();
   }
-  h->MergeBucketsFrom(other_buckets, other_apart ? -1 : other_except);
+  h->MergeBucketsFrom(other_buckets, other_apart ? -1 : other_except, n);
 }
 
 void SocketStats::MergeFrom(const SocketStats& o) {
   // The borrowing histograms first, while their lenders hold this side's values only.
-  MergeBorrowing(kSentToReplyApart, &sent_to_reply_ticks, o.sent_to_reply_ticks, o.SentToReplyBuckets(), -1);
-  MergeBorrowing(kBurstBytesApart, &burst_bytes, o.burst_bytes, o.BurstBytesBuckets(),
-                 o.burst_open_writes.Get() != 0 ? HistogramBucketOf(o.burst_open_bytes.Get()) : -1);
+  MergeBorrowing(kSentToReplyApart, &sent_to_reply_ticks, o.sent_to_reply_ticks, o.SentToReplyBuckets(), -1, 0);
+  uint64_t open_n;
+  const int open = o.OpenBurstExcept(&open_n);
+  MergeBorrowing(kBurstBytesApart, &burst_bytes, o.burst_bytes, o.BurstBytesBuckets(), open, open_n);
+  AddTurns(o.Turns());
   write_calls.Add(o.write_calls.Get());
   write_bytes.Add(o.write_bytes.Get());
   read_calls.Add(o.read_calls.Get());
@@ -117,7 +120,7 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   // Both still implying their one-write bursts: write_size's merge brings
   // the other's. Else this side holds its own (MergeBorrowing set it apart):
   // the other's implied ones too.
-  if (buckets_apart.load(std::memory_order_relaxed) & kBurstBytesApart) {
+  if (Apart() & kBurstBytesApart) {
     if (const uint64_t implied = o.ImpliedOneWriteBursts(); implied != 0) burst_writes.RecordRepeated(1, implied);
   }
   burst_writes.MergeFrom(o.burst_writes);
@@ -173,6 +176,9 @@ void SocketStats::Reset() {
   turn_ticks.Reset();
   sent_to_reply_ticks.Reset();
   buckets_apart.store(0, std::memory_order_release);
+  period_code.store(kFullWeightCode, std::memory_order_relaxed);
+  turns_low.store(0, std::memory_order_relaxed);
+  turns_high.store(0, std::memory_order_relaxed);
   read_by_api.Reset();
   read_eof.Set(0);
   partial_writes.Set(0);
@@ -294,6 +300,7 @@ void SocketState::ResetForReuse() {
   refs = 0;
   opened_ticks = 0;
   connections = 0;
+  turns_recorded.Set(0);
   lifetime_ticks = 0;
   owner = 0;
   experiment_draw_pending = false;
@@ -313,6 +320,7 @@ void SocketState::MergeFrom(const SocketState& closed) {
     id.cookie = 0;  // a group of several connections keeps no one cookie
   }
   connections += closed.connections;
+  turns_recorded.Add(closed.turns_recorded.Get());
   lifetime_ticks += closed.lifetime_ticks;
   owner = closed.owner;  // the group key keeps inherited sockets apart
   nonblocking.store(closed.nonblocking.load(std::memory_order_relaxed), std::memory_order_relaxed);

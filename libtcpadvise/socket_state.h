@@ -95,6 +95,39 @@ struct PolicyCounters {
 
 struct PolicyState;
 
+// TurnSampling says which turns a socket records in full (runtime.h reads
+// it from TCPADVISE_TURNS_FIRST and TCPADVISE_TURNS_EVERY): its first `first`
+// turns, then one in 2^every_shift, each recorded value standing for that
+// many. A turn's period runs from its first write to the next turn's: its
+// writes, bursts, reads and turn time are recorded together or not at all.
+// Calls, bytes and turns are counted exactly either way.
+struct TurnSampling {
+  uint64_t first = 256;
+  uint32_t every_shift = 4;
+};
+
+// kUnrecordedCode is the weight code of a period not recorded; code k + 1
+// records with weight 2^k (code 1: weight 1).
+constexpr uint32_t kUnrecordedCode = 0;
+constexpr uint32_t kFullWeightCode = 1;
+
+// WeightOfCode is the weight a code stands for: 0, 1, 2, 4...
+inline uint64_t WeightOfCode(uint32_t code) { return (uint64_t{1} << code) >> 1; }
+
+// TurnWeightCode is the weight code of turn number `turn` (from 0): the first
+// ones in full, then one turn in each block of 2^every_shift, at a position
+// the block's number hashes to (a Fibonacci hash: a Weyl sequence, spread
+// evenly), so that a program whose turns repeat a pattern is not always
+// caught at the same point of it, and the weighted counts stay within a
+// block of the true ones.
+inline uint32_t TurnWeightCode(uint64_t turn, const TurnSampling& sampling) {
+  if (turn < sampling.first) return kFullWeightCode;
+  const uint64_t k = turn - sampling.first;
+  const uint32_t shift = sampling.every_shift;
+  const uint64_t offset = ((k >> shift) * 0x9e3779b97f4a7c15ull) >> 32;
+  return ((k + offset) & ((uint64_t{1} << shift) - 1)) == 0 ? shift + 1 : kUnrecordedCode;
+}
+
 // SocketStats are the statistics of a socket or a group, laid out so that a
 // call touches few cache lines: the counters every call bumps share the first
 // line, a histogram record touches one histogram's line, and a write's or a
@@ -119,8 +152,10 @@ struct alignas(64) SocketStats {
   Counter burst_open_bytes;
   // When the last write started (ticks), or when a policy released the
   // burst's bytes: a gap's and the sent-to-reply time's reference point; 0
-  // once the reply has come, so that it also says a turn is open.
+  // once the reply has come, so that it also says a turn is open;
+  // kUnrecordedTurn while a turn not recorded (TurnSampling) is open.
   Counter last_write_start;
+  static constexpr uint64_t kUnrecordedTurn = 1;
 
   // The histograms, one cache line each (histogram.h). Two of them borrow
   // another's buckets for as long as they would hold the same ones:
@@ -129,11 +164,15 @@ struct alignas(64) SocketStats {
   // only write (no policy held them). Their own sum, min and max are always
   // kept; a connection that talks in single-write turns, most do, pays for
   // the buckets once. The first burst or turn that differs copies the
-  // lender's buckets (buckets_apart). Read them through BurstBytesBuckets
+  // lender's buckets (Apart). Read them through BurstBytesBuckets
   // and SentToReplyBuckets. burst_writes goes further: while every burst is
   // one write it holds nothing, its values implied (a 1 for each write in
   // write_size but the open burst's: ImpliedOneWriteBursts), and the first
-  // burst of two writes gives it those values.
+  // burst of two writes gives it those values. Once a socket samples its
+  // turns (TurnSampling) the histograms hold the recorded periods' values,
+  // each with the period's weight; the borrowing holds between what is
+  // recorded: a period is recorded whole (its bursts, writes, reads, turn)
+  // and lender and borrower get the same weight.
   BytesHistogram write_size;
   // Only vector calls (writev, sendmsg, sendmmsg) are recorded here; a scalar
   // write's single buffer is added when the trace is written.
@@ -151,8 +190,8 @@ struct alignas(64) SocketStats {
   BytesHistogram read_size;
 
   // When the turn's first write started (ticks): the turn's start, valid
-  // while last_write_start says a turn is open. It shares write_by_api's
-  // line, which every write touches anyway.
+  // while last_write_start says a recorded turn is open. It shares
+  // write_by_api's line, which every write touches anyway.
   Counter turn_start;
   // Writes that returned less than they were asked to send, and writes the
   // kernel refused with EAGAIN: with the sampled write times, the shim's own
@@ -160,38 +199,77 @@ struct alignas(64) SocketStats {
   // time stays 0).
   Counter partial_writes;
   Counter write_eagain;
+  // In the line of the per-API counts that every call touches, 8 bytes:
   // buckets_apart has a k*Apart bit set for each borrowing histogram that
-  // holds its own buckets; 0 after a reset. It shares its line with the
-  // per-API counts that every call touches.
+  // holds its own buckets (set by an atomic or, never lost to another
+  // thread's store); period_code is the current period's weight code
+  // (TurnSampling; kFullWeightCode until the first turn); the closed turns,
+  // exact, are turns_high << 32 | turns_low (48 bits: 2.8e14 turns).
   static constexpr uint8_t kSentToReplyApart = 1;
   static constexpr uint8_t kBurstBytesApart = 2;
   std::atomic<uint8_t> buckets_apart{0};
+  std::atomic<uint8_t> period_code{kFullWeightCode};
+  std::atomic<uint16_t> turns_high{0};
+  std::atomic<uint32_t> turns_low{0};
   ReadApiCounts read_by_api;
   WriteApiCounts write_by_api;
   Counter read_eof;
   ErrnoCounts errors;
 
+  // SocketStats::Apart is the k*Apart bits.
+  uint8_t Apart() const { return buckets_apart.load(std::memory_order_acquire); }
+  // SocketStats::Turns is the number of closed turns, exact.
+  uint64_t Turns() const {
+    return uint64_t{turns_high.load(std::memory_order_relaxed)} << 32 | turns_low.load(std::memory_order_relaxed);
+  }
+  // SocketStats::PeriodCode is the current period's weight code.
+  uint32_t PeriodCode() const { return period_code.load(std::memory_order_relaxed); }
+  // SocketStats::PeriodWeight is what each value recorded now stands for:
+  // 0 in a period not recorded.
+  uint64_t PeriodWeight() const { return WeightOfCode(PeriodCode()); }
+  // SocketStats::OpenPeriod starts a turn's period recorded with code.
+  void OpenPeriod(uint32_t code) { period_code.store(static_cast<uint8_t>(code), std::memory_order_relaxed); }
+  // SocketStats::AddTurn counts a closed turn.
+  void AddTurn() {
+    const uint32_t low = turns_low.load(std::memory_order_relaxed) + 1;
+    turns_low.store(low, std::memory_order_relaxed);
+    if (__builtin_expect(low == 0, 0)) {
+      turns_high.store(static_cast<uint16_t>(turns_high.load(std::memory_order_relaxed) + 1), std::memory_order_relaxed);
+    }
+  }
+  // SocketStats::AddTurns counts n closed turns (a merge).
+  void AddTurns(uint64_t n) {
+    const uint64_t turns = Turns() + n;
+    turns_low.store(static_cast<uint32_t>(turns), std::memory_order_relaxed);
+    turns_high.store(static_cast<uint16_t>(turns >> 32), std::memory_order_relaxed);
+  }
+
   // SocketStats::SentToReplyBuckets is the histogram that holds
   // sent_to_reply_ticks' buckets: its own, or turn_ticks.
-  const Histogram& SentToReplyBuckets() const {
-    return buckets_apart.load(std::memory_order_acquire) & kSentToReplyApart ? sent_to_reply_ticks : turn_ticks;
-  }
+  const Histogram& SentToReplyBuckets() const { return Apart() & kSentToReplyApart ? sent_to_reply_ticks : turn_ticks; }
   // SocketStats::BurstBytesBuckets is the histogram that holds burst_bytes'
   // buckets: its own, or write_size, which also holds the open burst's
   // (single) write.
-  const Histogram& BurstBytesBuckets() const {
-    return buckets_apart.load(std::memory_order_acquire) & kBurstBytesApart ? burst_bytes : write_size;
-  }
+  const Histogram& BurstBytesBuckets() const { return Apart() & kBurstBytesApart ? burst_bytes : write_size; }
   // SocketStats::ImpliedOneWriteBursts is how many closed bursts of one
   // write burst_writes holds implicitly: while burst_bytes borrows (every
-  // burst one write) each write recorded in write_size but the open burst's,
-  // else none (burst_writes holds them all).
+  // recorded burst one write) each write recorded in write_size but the open
+  // burst's (weighted, none if the open burst is not recorded), else none
+  // (burst_writes holds them all).
   uint64_t ImpliedOneWriteBursts() const {
-    if (buckets_apart.load(std::memory_order_acquire) & kBurstBytesApart) return 0;
-    const uint64_t writes = write_size.count(), open = burst_open_writes.Get();
+    if (Apart() & kBurstBytesApart) return 0;
+    const uint64_t writes = write_size.count(), open = burst_open_writes.Get() * PeriodWeight();
     return writes > open ? writes - open : 0;
   }
-  // SocketStats::BurstCount is the number of closed bursts.
+  // SocketStats::OpenBurstExcept is the bucket write_size holds the open
+  // burst's first write in, -1 when there is none (no burst open, or one not
+  // recorded), and how many (its weight) in *n.
+  int OpenBurstExcept(uint64_t* n) const {
+    *n = PeriodWeight();
+    return burst_open_writes.Get() != 0 && *n != 0 ? HistogramBucketOf(burst_open_bytes.Get()) : -1;
+  }
+  // SocketStats::BurstCount is the number of closed bursts: exact until
+  // sampling starts, then an estimate (the recorded bursts, weighted).
   uint64_t BurstCount() const { return burst_writes.count() + ImpliedOneWriteBursts(); }
   // SocketStats::SetSentToReplyApart gives sent_to_reply_ticks its own
   // buckets, a copy of turn_ticks'; before a turn that differs is recorded.
@@ -219,12 +297,12 @@ struct alignas(64) SocketStats {
   bool Active() const { return write_calls.Get() != 0 || read_calls.Get() != 0; }
 
  private:
-  // MergeBorrowing merges other_h (whose buckets are other_buckets, one less
+  // MergeBorrowing merges other_h (whose buckets are other_buckets, n less
   // in bucket other_except) into h, the histogram that bit says apart: it
   // keeps borrowing when both borrow alike, else it takes its own buckets
   // first. Called before the lenders merge.
   void MergeBorrowing(uint8_t bit, Histogram* h, const Histogram& other_h, const Histogram& other_buckets,
-                      int other_except);
+                      int other_except, uint64_t n);
 
   std::atomic<PolicyCounters*> policy_counters_{nullptr};
 };
@@ -245,20 +323,22 @@ uint8_t ShapeOf(const SocketStats& stats);
 inline ShapeKind KindOfShape(uint8_t shape) { return static_cast<ShapeKind>(shape & 3); }
 
 // SocketIdentity is what the group key and the trace need to name a socket.
+// Its fields are ordered so that it takes 72 bytes, not 80: SocketState
+// has no byte to spare in its 1 KiB.
 struct SocketIdentity {
-  Role role = Role::kUnknown;
-  // The policy rule that matched (index into the config), -1 for none:
-  // sockets under different rules never share a group.
-  int16_t rule = -1;
   // The kernel's SO_COOKIE: one socket's identity for its whole life, the
   // same in every process that shares it (fork, SCM_RIGHTS), never reused
   // while the system runs; 0 when the kernel could not say.
   uint64_t cookie = 0;
+  SocketAddress local{};
+  SocketAddress peer{};
+  // The policy rule that matched (index into the config), -1 for none:
+  // sockets under different rules never share a group.
+  int16_t rule = -1;
+  Role role = Role::kUnknown;
   // The connection's pattern (Shape), set when a closed socket is folded:
   // part of the group key.
   uint8_t shape = 0;
-  SocketAddress local{};
-  SocketAddress peer{};
 
   // SocketIdentity::ServicePort is the local port of an accepted socket and
   // the peer port of a connected one: the port that names the service.
@@ -300,6 +380,9 @@ struct SocketState {
   uint64_t opened_ticks = 0;
   // Connections folded into a group; 1 for a live socket.
   uint64_t connections = 0;
+  // Turns recorded in the histograms (TurnSampling), summed over a group's
+  // connections: stats.Turns() while every turn was.
+  Counter turns_recorded;
   // How long the group's connections were tracked, summed (ticks); set when
   // a socket is retired.
   uint64_t lifetime_ticks = 0;
@@ -311,60 +394,106 @@ struct SocketState {
   TcpInfoSummary tcp_info;
   SocketStats stats;
 
-  // kSyscallTimeSampleMask: one write in 16 also reads the clock after the
-  // call to time the syscall; the others read it once, before the call.
+  // kSyscallTimeSampleMask: one recorded write in 16 also reads the clock
+  // after the call to time the syscall; the others read it once, before the
+  // call (writes not recorded not at all).
   static constexpr uint64_t kSyscallTimeSampleMask = 15;
 
   // SocketState::SampleSyscallTime tells whether the next write is timed.
   bool SampleSyscallTime() const { return (stats.write_calls.Get() & kSyscallTimeSampleMask) == 0; }
 
+  // SocketState::WriteCode is the weight code the next write is recorded
+  // with: its open turn's, or, when it opens a turn, that turn's
+  // (TurnWeightCode). kUnrecordedCode: only counted, no clock read.
+  uint32_t WriteCode(const TurnSampling& sampling) const {
+    if (stats.last_write_start.Get() != 0) return stats.PeriodCode();
+    return TurnWeightCode(stats.Turns(), sampling);
+  }
+
   // SocketState::OnWrite records one write-family call that started at
   // start (ticks; 0 when the clock was not read, which records no gap and
   // leaves the turn's start alone) and returned result (errno_value when
   // negative); syscall_ticks is the call's duration when it was sampled,
-  // else 0. iovcnt is kScalarWrite for calls that take one buffer. Inlined
-  // into every wrapper: a call costs its instructions, not a call frame.
+  // else 0. iovcnt is kScalarWrite for calls that take one buffer. code is
+  // the write's weight code (WriteCode); a write not recorded counts its
+  // call and bytes and keeps the burst's and turn's state, which the
+  // policies read, and nothing else. Inlined into every wrapper: a call
+  // costs its instructions, not a call frame.
   [[gnu::always_inline]] void OnWrite(WriteApi api, int64_t result, int errno_value, uint64_t iovcnt, uint64_t start,
-                                      uint64_t syscall_ticks) {
+                                      uint64_t syscall_ticks, uint32_t code = kFullWeightCode) {
     stats.write_calls.Increment();
     stats.write_by_api.Add(static_cast<int>(api), 1);
-    if (syscall_ticks != 0) stats.write_ticks.Record(syscall_ticks);
+    const uint64_t weight = WeightOfCode(code);
+    if (syscall_ticks != 0) stats.write_ticks.Record(syscall_ticks, weight);
     if (__builtin_expect(result < 0, 0)) {
       CountWriteError(errno_value);
       return;
     }
     stats.write_bytes.Add(static_cast<uint64_t>(result));
     const uint64_t burst_writes = stats.burst_open_writes.Get() + 1;
+    const uint64_t last_start = stats.last_write_start.Get();
+    // A turn another thread (or a signal handler) opened unrecorded since
+    // WriteCode looked: this write is not recorded either.
+    if (code == kUnrecordedCode || last_start == SocketStats::kUnrecordedTurn) {
+      stats.burst_open_writes.Set(burst_writes);
+      if (last_start == 0) {
+        stats.OpenPeriod(kUnrecordedCode);
+        stats.last_write_start.Set(SocketStats::kUnrecordedTurn);
+      }
+      return;
+    }
     // A burst's second write: burst sizes no longer match write sizes.
-    if (__builtin_expect(burst_writes == 2, 0) &&
-        !(stats.buckets_apart.load(std::memory_order_relaxed) & SocketStats::kBurstBytesApart)) {
+    if (__builtin_expect(burst_writes == 2, 0) && !(stats.Apart() & SocketStats::kBurstBytesApart)) {
       stats.SetBurstBytesApart();
     }
-    stats.write_size.Record(static_cast<uint64_t>(result));
-    if (iovcnt != kScalarWrite) stats.write_iovcnt.Record(iovcnt);
+    stats.write_size.Record(static_cast<uint64_t>(result), weight);
+    if (iovcnt != kScalarWrite) stats.write_iovcnt.Record(iovcnt, weight);
     stats.burst_open_writes.Set(burst_writes);
     stats.burst_open_bytes.Add(static_cast<uint64_t>(result));
     if (start == 0) return;
-    const uint64_t last_start = stats.last_write_start.Get();
-    if (last_start == 0) stats.turn_start.Set(start);
-    if (burst_writes != 1) stats.gap_ticks.Record(start - last_start);
+    if (last_start == 0) {
+      stats.OpenPeriod(code);
+      stats.turn_start.Set(start);
+    }
+    if (burst_writes != 1) stats.gap_ticks.Record(start - last_start, weight);
     stats.last_write_start.Set(start);
   }
 
   // SocketState::MarkSent notes that a policy handed a pending turn's bytes
   // to the kernel now: the sent-to-reply time starts here; the turn keeps
-  // its start, the application's first write.
+  // its start, the application's first write. A turn not recorded keeps
+  // no time.
   void MarkSent(uint64_t now) {
-    if (stats.last_write_start.Get() != 0) stats.last_write_start.Set(now);
+    if (stats.last_write_start.Get() > SocketStats::kUnrecordedTurn) stats.last_write_start.Set(now);
   }
 
   // SocketState::OnRead records one read-family call. Any read attempt closes
   // the current burst; the first read that returns data after a burst closes
-  // the turn, and only then is the clock read. A turn is timed from its
-  // first write whatever the policy, so that arms compare alike.
+  // the turn, and only then is the clock read (in a recorded turn). A turn
+  // is timed from its first write whatever the policy, so that arms compare
+  // alike. In a period not recorded (TurnSampling) the read is only counted.
   [[gnu::always_inline]] void OnRead(ReadApi api, int64_t result, int errno_value, bool peek) {
     stats.read_calls.Increment();
     stats.read_by_api.Add(static_cast<int>(api), 1);
+    if (const uint32_t code = stats.PeriodCode(); __builtin_expect(code != kUnrecordedCode, 0)) {
+      return OnRecordedRead(result, errno_value, peek, WeightOfCode(code));
+    }
+    stats.burst_open_writes.Set(0);
+    if (__builtin_expect(result <= 0, 0)) {
+      OnReadNothing(result, errno_value);
+      return;
+    }
+    if (peek) return;
+    stats.read_bytes.Add(static_cast<uint64_t>(result));
+    if (stats.last_write_start.Get() != 0) {
+      stats.last_write_start.Set(0);
+      stats.AddTurn();
+    }
+  }
+
+  // SocketState::OnRecordedRead is OnRead's path in a recorded period: the
+  // read's size, the burst and the turn it closes, with the period's weight.
+  [[gnu::noinline]] void OnRecordedRead(int64_t result, int errno_value, bool peek, uint64_t weight) {
     if (stats.burst_open_writes.Get() != 0) CloseBurst();
     if (__builtin_expect(result <= 0, 0)) {
       OnReadNothing(result, errno_value);
@@ -372,43 +501,52 @@ struct SocketState {
     }
     if (peek) return;
     stats.read_bytes.Add(static_cast<uint64_t>(result));
-    stats.read_size.Record(static_cast<uint64_t>(result));
-    if (const uint64_t sent = stats.last_write_start.Get(); sent != 0) CloseTurn(sent);
+    stats.read_size.Record(static_cast<uint64_t>(result), weight);
+    if (const uint64_t sent = stats.last_write_start.Get(); sent != 0) {
+      stats.last_write_start.Set(0);
+      stats.AddTurn();
+      CloseTurn(sent, weight);
+    }
   }
 
-  // SocketState::CloseTurn records the turn the reply that came now closes;
-  // sent is its last_write_start.
-  void CloseTurn(uint64_t sent) {
+  // SocketState::CloseTurn records the turn of a recorded period (weight)
+  // that the reply that came now closed (OnRead counted it); sent is its
+  // last_write_start.
+  void CloseTurn(uint64_t sent, uint64_t weight) {
     const uint64_t now = ReadTicks();
     const uint64_t start = stats.turn_start.Get();
-    stats.last_write_start.Set(0);
-    bool apart = stats.buckets_apart.load(std::memory_order_relaxed) & SocketStats::kSentToReplyApart;
+    turns_recorded.Increment();
+    bool apart = stats.Apart() & SocketStats::kSentToReplyApart;
     if (__builtin_expect(sent != start && !apart, 0)) {
       stats.SetSentToReplyApart();
       apart = true;
     }
-    stats.turn_ticks.Record(now - start);
+    stats.turn_ticks.Record(now - start, weight);
     if (apart) {
-      stats.sent_to_reply_ticks.Record(now - sent);
+      stats.sent_to_reply_ticks.Record(now - sent, weight);
     } else {
-      stats.sent_to_reply_ticks.RecordBounds(now - sent);  // the same value: turn_ticks holds its bucket
+      stats.sent_to_reply_ticks.RecordBounds(now - sent, weight);  // the same value: turn_ticks holds its bucket
     }
   }
 
-  // SocketState::CloseBurst records the open burst, if any, and starts anew.
-  // Forced inline: with exact histograms the compiler called it out of line
-  // from every read hook: about 7 ns more a write and read (bench/compare_builds.py).
-  // While every burst is one write, its count is implied (write_size holds
-  // the write: SocketStats::ImpliedOneWriteBursts), and its bytes' bucket.
+  // SocketState::CloseBurst records the open burst, if its period is
+  // recorded, and starts anew. Forced inline: with exact histograms the
+  // compiler called it out of line from every read hook: about 7 ns more a
+  // write and read (bench/compare_builds.py). While every burst is one
+  // write, its count is implied (write_size holds the write:
+  // SocketStats::ImpliedOneWriteBursts), and its bytes' bucket.
   [[gnu::always_inline]] void CloseBurst() {
-    if (stats.buckets_apart.load(std::memory_order_relaxed) & SocketStats::kBurstBytesApart) {
-      stats.burst_writes.Record(stats.burst_open_writes.Get());
-      stats.burst_bytes.Record(stats.burst_open_bytes.Get());
-    } else {
-      stats.burst_bytes.RecordBounds(stats.burst_open_bytes.Get());  // one write: write_size holds its bucket
+    if (const uint64_t weight = stats.PeriodWeight(); weight != 0) {
+      if (stats.Apart() & SocketStats::kBurstBytesApart) {
+        stats.burst_writes.Record(stats.burst_open_writes.Get(), weight);
+        stats.burst_bytes.Record(stats.burst_open_bytes.Get(), weight);
+      } else {
+        // one write: write_size holds its bucket
+        stats.burst_bytes.RecordBounds(stats.burst_open_bytes.Get(), weight);
+      }
+      stats.burst_open_bytes.Set(0);
     }
     stats.burst_open_writes.Set(0);
-    stats.burst_open_bytes.Set(0);
   }
   // SocketState::OnReadNothing records a read that failed or met end of file.
   [[gnu::cold]] void OnReadNothing(int64_t result, int errno_value);

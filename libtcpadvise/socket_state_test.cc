@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <set>
 #include <string>
 
 #include "json_writer.h"
@@ -279,9 +280,9 @@ std::string Json(const std::function<void(JsonWriter*)>& emit) {
 }
 
 // BurstBytesJson writes burst_bytes as the trace writer does (a live
-// socket's open burst counts as one more).
+// socket's open burst counts as one more, with its period's weight).
 std::string BurstBytesJson(const SocketStats& st) {
-  const uint64_t open_burst = st.burst_open_writes.Get() != 0 ? 1 : 0;
+  const uint64_t open_burst = st.burst_open_writes.Get() != 0 ? st.PeriodWeight() : 0;
   return Json([&](JsonWriter* w) {
     if (&st.BurstBytesBuckets() == &st.burst_bytes) {
       EmitHistogram(w, "b", "bytes", st.burst_bytes, 1.0, open_burst, st.burst_open_bytes.Get());
@@ -294,7 +295,9 @@ std::string BurstBytesJson(const SocketStats& st) {
 
 // BurstWritesJson writes burst_writes as the trace writer does.
 std::string BurstWritesJson(const SocketStats& st) {
-  return Json([&](JsonWriter* w) { EmitBurstWrites(w, st, st.burst_open_writes.Get()); });
+  return Json([&](JsonWriter* w) {
+    EmitBurstWrites(w, st, st.PeriodWeight() != 0 ? st.burst_open_writes.Get() : 0);
+  });
 }
 
 std::string ReferenceBurstWritesJson(const Reference& r) {
@@ -459,6 +462,215 @@ TEST(SocketStateTest, MergingASocketWithAnOpenBurstLeavesItOut) {
   EXPECT_EQ(BurstBytesJson(group.stats), ReferenceBurstBytesJson(reference));
   EXPECT_EQ(BurstWritesJson(group.stats), ReferenceBurstWritesJson(reference));
   EXPECT_EQ(group.stats.write_size.count(), 2u);
+}
+
+// SampledReference is what a socket's histograms hold under turn sampling:
+// each recorded period's values with the period's weight.
+struct SampledReference {
+  Histogram write_size;
+  Histogram read_size;
+  Histogram burst_writes;
+  Histogram burst_bytes;
+  uint64_t open_writes = 0;
+  uint64_t open_bytes = 0;
+  uint64_t open_weight = 0;
+  uint64_t turns = 0;
+  uint64_t recorded = 0;
+  uint64_t bursts = 0;  // closed bursts, exactly
+};
+
+std::string WeightedJson(const char* key, const Histogram& h, uint64_t extra_count = 0, uint64_t extra_value = 1) {
+  return Json([&](JsonWriter* w) { EmitHistogram(w, key, "x", h, 1.0, extra_count, extra_value); });
+}
+
+std::string ReferenceBurstWritesJson(const SampledReference& r) {
+  return Json([&](JsonWriter* w) {
+    EmitHistogram(w, "writes", "count", r.burst_writes, 1.0, r.open_weight, r.open_writes);
+  });
+}
+
+std::string ReferenceBurstBytesJson(const SampledReference& r) {
+  return Json([&](JsonWriter* w) { EmitHistogram(w, "b", "bytes", r.burst_bytes, 1.0, r.open_weight, r.open_bytes); });
+}
+
+// DriveSampled runs turns of bursts on s as the hooks would under
+// `sampling`: each write with the weight code WriteCode gives it, its clock
+// read only when recorded; a turn of one or two bursts, each burst of one
+// write with probability single (else 2 or 3).
+void DriveSampled(SocketState* s, SampledReference* r, std::mt19937_64* rng, int turns, double single,
+                  const TurnSampling& sampling, bool leave_open) {
+  std::uniform_real_distribution<double> p(0, 1);
+  for (int turn = 0; turn < turns; ++turn) {
+    const uint64_t base = ReadTicks() - 1000000;
+    uint64_t offset = 0;
+    const int bursts = single == 1.0 || p(*rng) < 0.7 ? 1 : 2;
+    uint64_t weight = 0;
+    for (int b = 0; b < bursts; ++b) {
+      const int writes = p(*rng) < single ? 1 : 2 + (p(*rng) < 0.5);
+      uint64_t bytes = 0;
+      for (int i = 0; i < writes; ++i) {
+        const auto n = static_cast<int64_t>(1 + (*rng)() % 3000);
+        offset += 1 + (*rng)() % 5000;
+        const uint32_t code = s->WriteCode(sampling);
+        weight = WeightOfCode(code);
+        s->OnWrite(WriteApi::kWrite, n, 0, kScalarWrite, weight != 0 ? base + offset : 0, 0, code);
+        if (weight != 0) r->write_size.Record(static_cast<uint64_t>(n), weight);
+        bytes += static_cast<uint64_t>(n);
+      }
+      if (b + 1 < bursts) {
+        s->OnRead(ReadApi::kRead, -1, EAGAIN, false);  // ends the burst, not the turn
+        ++r->bursts;
+        if (weight != 0) {
+          r->burst_bytes.Record(bytes, weight);
+          r->burst_writes.Record(static_cast<uint64_t>(writes), weight);
+        }
+      } else {
+        r->open_writes = weight != 0 ? static_cast<uint64_t>(writes) : 0;
+        r->open_bytes = weight != 0 ? bytes : 0;
+        r->open_weight = weight;
+      }
+    }
+    if (leave_open && turn + 1 == turns) return;
+    const int64_t reply = 1 + static_cast<int64_t>((*rng)() % 200);
+    s->OnRead(ReadApi::kRead, reply, 0, false);
+    ++r->bursts;
+    ++r->turns;
+    if (weight != 0) {
+      ++r->recorded;
+      r->read_size.Record(static_cast<uint64_t>(reply), weight);
+      r->burst_bytes.Record(r->open_bytes, weight);
+      r->burst_writes.Record(r->open_writes, weight);
+    }
+    r->open_writes = r->open_bytes = r->open_weight = 0;
+  }
+}
+
+// ExpectMatches checks s against what its recorded periods hold: exact
+// calls and turns, the histograms each value with its weight, burst sizes
+// through whichever buckets they borrow.
+void ExpectMatches(const SocketState& s, const SampledReference& r, const char* what) {
+  EXPECT_EQ(s.stats.Turns(), r.turns) << what;
+  EXPECT_EQ(s.turns_recorded.Get(), r.recorded) << what;
+  EXPECT_EQ(WeightedJson("w", s.stats.write_size), WeightedJson("w", r.write_size)) << what;
+  EXPECT_EQ(WeightedJson("r", s.stats.read_size), WeightedJson("r", r.read_size)) << what;
+  EXPECT_EQ(BurstBytesJson(s.stats), ReferenceBurstBytesJson(r)) << what;
+  EXPECT_EQ(BurstWritesJson(s.stats), ReferenceBurstWritesJson(r)) << what;
+  EXPECT_EQ(s.stats.turn_ticks.count(), r.read_size.count()) << what << ": one turn time a recorded reply";
+}
+
+// Each block of `every` turns past the first ones has exactly one turn
+// recorded, at a position that moves from block to block; one in 1 is all.
+TEST(SocketStateTest, TurnSamplingRecordsTheFirstTurnsThenOneABlock) {
+  const TurnSampling sampling{/*first=*/10, /*every_shift=*/3};
+  for (uint64_t t = 0; t < 10; ++t) EXPECT_EQ(TurnWeightCode(t, sampling), kFullWeightCode);
+  std::set<uint64_t> positions;
+  for (uint64_t block = 0; block < 200; ++block) {
+    int recorded = 0;
+    for (uint64_t i = 0; i < 8; ++i) {
+      const uint32_t code = TurnWeightCode(10 + block * 8 + i, sampling);
+      if (code == kUnrecordedCode) continue;
+      EXPECT_EQ(WeightOfCode(code), 8u);
+      ++recorded;
+      positions.insert(i);
+    }
+    EXPECT_EQ(recorded, 1) << block;
+  }
+  EXPECT_EQ(positions.size(), 8u) << "the recorded turn's place in its block moves";
+  const TurnSampling every{/*first=*/0, /*every_shift=*/0};
+  for (uint64_t t = 0; t < 100; ++t) EXPECT_EQ(TurnWeightCode(t, every), kFullWeightCode);
+}
+
+// A socket of one-write turns that outlives its first turns: counts stay
+// exact, the weighted histograms estimate within a block, and burst sizes
+// still borrow write_size's buckets.
+TEST(SocketStateTest, ASocketCrossingItsFirstTurnsSamplesTheRest) {
+  std::mt19937_64 rng(3);
+  const TurnSampling sampling{/*first=*/8, /*every_shift=*/2};
+  SocketState s;
+  SampledReference r;
+  DriveSampled(&s, &r, &rng, 8, 1.0, sampling, false);
+  EXPECT_EQ(s.turns_recorded.Get(), 8u);
+  EXPECT_EQ(s.stats.turn_ticks.count(), 8u) << "within the first turns every turn is recorded, weight 1";
+  DriveSampled(&s, &r, &rng, 93, 1.0, sampling, false);
+  ExpectMatches(s, r, "crossed");
+  EXPECT_EQ(s.stats.Turns(), 101u);
+  EXPECT_EQ(s.stats.write_calls.Get(), 101u);
+  EXPECT_LT(s.turns_recorded.Get(), 40u);
+  const uint64_t estimated = s.stats.turn_ticks.count();
+  EXPECT_LE(estimated > 101 ? estimated - 101 : 101 - estimated, 4u) << estimated;
+  EXPECT_EQ(&s.stats.BurstBytesBuckets(), &s.stats.write_size);
+  EXPECT_EQ(&s.stats.SentToReplyBuckets(), &s.stats.turn_ticks);
+  EXPECT_EQ(s.stats.burst_writes.count(), 0u) << "one-write bursts stay implied";
+}
+
+// A sampled socket whose bursts turn from one write to several: burst
+// sizes take their own buckets at the first recorded two-write burst, and
+// read exactly as recorded on their own, before and after.
+TEST(SocketStateTest, ASampledSocketThatChangesShapeStaysExact) {
+  std::mt19937_64 rng(5);
+  const TurnSampling sampling{/*first=*/4, /*every_shift=*/2};
+  for (bool leave_open : {false, true}) {
+    SocketState s;
+    SampledReference r;
+    DriveSampled(&s, &r, &rng, 60, 1.0, sampling, false);
+    ExpectMatches(s, r, "single");
+    DriveSampled(&s, &r, &rng, 60, 0.3, sampling, leave_open);
+    ExpectMatches(s, r, leave_open ? "multi, open" : "multi");
+    EXPECT_EQ(&s.stats.BurstBytesBuckets(), &s.stats.burst_bytes);
+    EXPECT_EQ(s.stats.Turns(), leave_open ? 119u : 120u);
+  }
+}
+
+// Groups merge sampled and unsampled sockets, in any order, into what their
+// recorded periods hold together; turns and recorded turns add exactly.
+TEST(SocketStateTest, GroupsMergeSampledAndUnsampledSockets) {
+  std::mt19937_64 rng(13);
+  const TurnSampling sampled{/*first=*/4, /*every_shift=*/3};
+  const TurnSampling full{/*first=*/1000, /*every_shift=*/3};
+  const double shapes[] = {1.0, 1.0, 0.4};
+  for (int order = 0; order < 6; ++order) {
+    SocketState group;
+    group.connections = 0;
+    SampledReference all;
+    for (int i = 0; i < 3; ++i) {
+      const int k = (i + order) % 3;
+      SocketState s;
+      s.connections = 1;
+      SampledReference r;
+      DriveSampled(&s, &r, &rng, 50, shapes[k], (k + order / 3) % 2 ? full : sampled, false);
+      group.MergeFrom(s);
+      all.write_size.MergeFrom(r.write_size);
+      all.read_size.MergeFrom(r.read_size);
+      all.burst_bytes.MergeFrom(r.burst_bytes);
+      all.burst_writes.MergeFrom(r.burst_writes);
+      all.turns += r.turns;
+      all.recorded += r.recorded;
+      ExpectMatches(group, all, "group");
+    }
+  }
+}
+
+// A live socket merged mid-burst (a snapshot's view, or a group taking a
+// socket the trace emits live): its open burst counts with its weight when
+// its period is recorded, not at all when it is not.
+TEST(SocketStateTest, AnOpenBurstCountsWithItsPeriodsWeight) {
+  const TurnSampling sampling{/*first=*/2, /*every_shift=*/1};
+  int seen_recorded = 0, seen_unrecorded = 0;
+  for (int turns = 3; turns < 12; ++turns) {
+    std::mt19937_64 rng(17);
+    SocketState s;
+    SampledReference r;
+    DriveSampled(&s, &r, &rng, turns, 1.0, sampling, /*leave_open=*/true);
+    ExpectMatches(s, r, "open");
+    (r.open_weight != 0 ? seen_recorded : seen_unrecorded)++;
+    SocketState group;
+    group.MergeFrom(s);  // the open burst stays out of a group's bursts
+    r.open_writes = r.open_bytes = r.open_weight = 0;
+    EXPECT_EQ(BurstBytesJson(group.stats), ReferenceBurstBytesJson(r)) << turns;
+    EXPECT_EQ(BurstWritesJson(group.stats), ReferenceBurstWritesJson(r)) << turns;
+  }
+  EXPECT_GT(seen_recorded, 0);
+  EXPECT_GT(seen_unrecorded, 0);
 }
 
 }  // namespace

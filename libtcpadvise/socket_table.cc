@@ -257,7 +257,10 @@ void SocketTable::ResetInChild() {
   for (unsigned fd = 0; fd < end && slots_ != nullptr; ++fd) {
     SocketState* s = slots_[fd].load(std::memory_order_relaxed);
     if (s == nullptr) continue;
-    if (Recorded(s->stats)) s->stats.Reset();
+    if (Recorded(s->stats)) {
+      s->stats.Reset();
+      s->turns_recorded.Set(0);
+    }
     if (s->policy_state != nullptr) ResetPolicyInChild(s->policy_state);
   }
   if (local_ != nullptr && !local_wiped_) ForgetGroupsAndFreeEntries();

@@ -324,17 +324,18 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   EmitHistogram(w, "gap_ns", "ns", st.gap_ticks, ns_per_tick);
   w->EndObject();
 
-  // A live socket's unfinished burst counts as one more burst, added as the
-  // histograms are written: the socket's own state stays as it is.
+  // A live socket's unfinished burst counts as one more burst (with its
+  // period's weight: none if not recorded), added as the histograms are
+  // written: the socket's own state stays as it is.
   const uint64_t open_writes = open ? st.burst_open_writes.Get() : 0;
-  const uint64_t open_burst = open_writes != 0 ? 1 : 0;
+  const uint64_t open_burst = open_writes != 0 ? st.PeriodWeight() : 0;
   w->Key("bursts");
   w->BeginObject();
   w->Key("count");
   w->Uint(st.BurstCount() + open_burst);
   w->Key("open");
   w->Bool(open_burst != 0);
-  EmitBurstWrites(w, st, open_writes);
+  EmitBurstWrites(w, st, open_burst != 0 ? open_writes : 0);
   if (const Histogram& burst_buckets = st.BurstBytesBuckets(); &burst_buckets == &st.burst_bytes) {
     EmitHistogram(w, "bytes", "bytes", st.burst_bytes, 1.0, open_burst, st.burst_open_bytes.Get());
   } else {  // write_size's buckets, which hold the open burst's one write
@@ -345,7 +346,17 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Key("turns");
   w->BeginObject();
   w->Key("count");
-  w->Uint(st.turn_ticks.count());
+  const uint64_t turns = st.Turns();
+  w->Uint(turns);
+  if (const uint64_t recorded = s.turns_recorded.Get(); recorded != turns) {
+    // Sampling started (TurnSampling): the histograms hold these turns'
+    // periods, weighted.
+    w->Key("sampled");
+    w->BeginObject();
+    w->Key("recorded");
+    w->Uint(recorded);
+    w->EndObject();
+  }
   EmitHistogram(w, "ns", "ns", st.turn_ticks, ns_per_tick);
   EmitHistogramOver(w, "sent_to_reply_ns", "ns", st.sent_to_reply_ticks, st.SentToReplyBuckets(), ns_per_tick);
   w->EndObject();
@@ -506,6 +517,13 @@ bool SerializeTrace(JsonWriter* w, bool final) {
     w->String(fail_open);
   }
   EmitCallSites(w);
+  w->Key("turn_sampling");
+  w->BeginObject();
+  w->Key("first");
+  w->Uint(g_runtime.settings.turns.first);
+  w->Key("every");
+  w->Uint(uint64_t{1} << g_runtime.settings.turns.every_shift);
+  w->EndObject();
   w->Key("sockets");
   w->BeginArray();
   // Groups first, then the live sockets. Every kSocketsPerHold sockets a
@@ -535,9 +553,10 @@ bool SerializeTrace(JsonWriter* w, bool final) {
 
 void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes) {
   // While every burst is one write (the open one too, then), burst_writes
-  // holds none of them: a 1 each, beside the open burst's writes.
+  // holds none of them: a 1 each, beside the open burst's writes (with its
+  // period's weight).
   const uint64_t implied = st.ImpliedOneWriteBursts();
-  const uint64_t open_burst = open_writes != 0 ? 1 : 0;
+  const uint64_t open_burst = open_writes != 0 ? st.PeriodWeight() : 0;
   EmitHistogram(w, "writes", "count", st.burst_writes, 1.0, implied + open_burst, implied != 0 ? 1 : open_writes);
 }
 

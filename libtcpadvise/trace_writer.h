@@ -23,7 +23,8 @@ void WriteTrace(bool final);
 bool SerializeTrace(JsonWriter* w, bool final);
 
 // EmitBurstWrites writes st's burst sizes in writes under "writes", with
-// open_writes, the open burst's writes (0: none), as one more burst: the
+// open_writes, the open burst's writes (0: none, or not recorded), as one
+// more burst with its period's weight: the
 // one-write bursts that st holds implicitly (SocketStats::ImpliedOneWriteBursts)
 // as well as those burst_writes holds.
 void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes);

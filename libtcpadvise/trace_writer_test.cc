@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "json_writer.h"
+#include "runtime.h"
 #include "socket_table.h"
 
 namespace tcpadvise {
@@ -61,6 +62,43 @@ TEST_F(TraceWriterTest, BurstSizesReadTheSameWhenTheyBorrowWriteSizes) {
   const std::string json = Serialize();
   EXPECT_NE(json.find("\"kind\":\"group\""), std::string::npos);
   EXPECT_NE(json.find(bursts), std::string::npos) << json;
+}
+
+// A snapshot of a sampled socket taken mid-burst: calls and turns exact,
+// the turns recorded said, the open burst counted with its period's weight
+// (none when its period is not recorded), the settings in the trace.
+TEST_F(TraceWriterTest, ASnapshotMidBurstOfASampledSocket) {
+  const TurnSampling saved = g_runtime.settings.turns;
+  g_runtime.settings.turns = TurnSampling{/*first=*/2, /*every_shift=*/1};
+  SocketState* s = g_table.Track(702, Client(82));
+  uint64_t tick = ReadTicks() - 1000000;
+  auto write = [&] {
+    const uint32_t code = s->WriteCode(g_runtime.settings.turns);
+    s->OnWrite(WriteApi::kSend, 10, 0, kScalarWrite, code != kUnrecordedCode ? (tick += 100) : 0, 0, code);
+  };
+  for (int turn = 0; turn < 9; ++turn) {
+    write();
+    s->OnRead(ReadApi::kRecv, 3, 0, false);
+  }
+  write();  // turn 9 opens: the open burst
+  const bool open_recorded = s->stats.PeriodWeight() != 0;
+  const std::string trace = Serialize();
+  EXPECT_NE(trace.find("\"turn_sampling\":{\"first\":2,\"every\":2}"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("\"writes\":{\"calls\":10,\"bytes\":100,"), std::string::npos) << trace;
+  // Turns 0 and 1 in full, then one of 2-3, 4-5 and 6-7, and perhaps 8.
+  const uint64_t recorded = s->turns_recorded.Get();
+  EXPECT_TRUE(recorded == 5 || recorded == 6) << recorded;
+  EXPECT_NE(trace.find("\"turns\":{\"count\":9,\"sampled\":{\"recorded\":" + std::to_string(recorded) + "}"),
+            std::string::npos)
+      << trace;
+  // The closed bursts estimated (2 + 2 a recorded turn past the first), the open one with its weight.
+  const uint64_t bursts = 2 + 2 * (recorded - 2) + (open_recorded ? 2 : 0);
+  EXPECT_NE(trace.find("\"bursts\":{\"count\":" + std::to_string(bursts) + ",\"open\":" +
+                       (open_recorded ? "true" : "false")),
+            std::string::npos)
+      << trace;
+  g_table.Release(702);
+  g_runtime.settings.turns = saved;
 }
 
 TEST_F(TraceWriterTest, ALiveSocketAppearsWithItsCounts) {

@@ -16,6 +16,7 @@ from tcpadvise.record.record import record
 from tcpadvise.render.json import render_json
 from tcpadvise.render.text import render_text
 from tcpadvise.model.report import REPORT_SCHEMA, build_report
+from tcpadvise.model.sockets import merge_sockets, socket_figures
 from tcpadvise.rules.rulebook import load_rulebook
 from tcpadvise.trace.reader import load_inputs
 from tcpadvise.units import format_value
@@ -283,3 +284,24 @@ def test_text_shows_the_busiest_socket_items_and_counts_the_rest(tmp_path):
     assert listed == set(range(30050, 30250))  # the 200 with the most calls
     assert "... and 50 more socket items" in text
     assert "250 socket items" in text and "250 socket item(s)" in text
+
+
+def test_sampled_turns_show_how_many_the_figures_come_from(tmp_path):
+    # A socket that sampled its turns (turns.sampled) beside one that recorded them all: the total's
+    # percentiles come from the sampled one's recorded turns and all of the other's.
+    sampled = make_socket(cookie=1, local={"addr": "127.0.0.1", "port": 30001})
+    sampled["turns"]["count"] = 5000
+    sampled["turns"]["sampled"] = {"recorded": 520}
+    full = make_socket(cookie=2, local={"addr": "127.0.0.1", "port": 30002})
+    report = advised(tmp_path, make_trace(sockets=[sampled, full]))
+    total = merge_sockets([sampled, full])
+    assert total["turns"]["count"] == 5000 + full["turns"]["count"]
+    assert total["turns"]["sampled"] == {"recorded": 520 + full["turns"]["count"]}
+    assert socket_figures(sampled)["turns"]["recorded"] == 520
+    assert "recorded" not in socket_figures(full)["turns"]
+    assert merge_sockets([full, full])["turns"].get("sampled") is None
+    console = Console(file=io.StringIO(), width=200)
+    render_text(report, console)
+    text = console.file.getvalue()
+    assert "~ from 520 of 5,000 turns" in text
+    assert text.count("~ from") == 2  # the sampled socket and the total

@@ -192,6 +192,39 @@ def test_bad_setting_warns_and_falls_back(tmp_path, server_factory):
     assert load_traces(tmp_path)
 
 
+def test_turn_sampling_keeps_counts_exact_and_weighs_the_sampled_turns(tmp_path, server_factory):
+    # 8 turns in full, then one in 4: 200 turns record 8 + 48, each of the 48 standing for 4.
+    server = server_factory("--writes", "4", "--size", "100", "--reply", "3")
+    did = client_json(run_client(tmp_path, server.port, "--rounds", "200", "--writes", "4", "--size", "100",
+                                 "--reply", "3", "--nodelay", TCPADVISE_TURNS_FIRST="8",
+                                 TCPADVISE_TURNS_EVERY="4"))[0]
+    trace = load_traces(tmp_path)[did["pid"]]
+    assert trace["turn_sampling"] == {"first": 8, "every": 4}
+    (sock,) = sockets(trace, "client")
+    assert sock["writes"]["calls"] == did["writes"] == 800
+    assert sock["writes"]["bytes"] == did["bytes"] == 80000
+    assert sock["writes"]["by_api"] == {"write": 800}
+    assert sock["reads"]["bytes"] == did["reply_bytes"] == 600
+    assert sock["turns"]["count"] == 200
+    assert sock["turns"]["sampled"] == {"recorded": 56}
+    # Whole blocks: the weighted counts are the true ones.
+    assert holds_only(sock["writes"]["size"], 100, 800)
+    assert sock["bursts"]["count"] == 200
+    assert holds_only(sock["bursts"]["writes"], 4, 200)
+    assert holds_only(sock["bursts"]["bytes"], 400, 200)
+    assert sock["turns"]["ns"]["count"] == 200
+    assert holds_only(sock["reads"]["size"], 3, 200)
+
+
+def test_a_bad_turn_sampling_setting_warns_and_keeps_the_default(tmp_path, server_factory):
+    server = server_factory()
+    result = run_client(tmp_path, server.port, "--rounds", "3", "--nodelay", TCPADVISE_TURNS_EVERY="3")
+    assert client_json(result)[0]["rounds"] == 3
+    assert result.stderr.count("tcpadvise: warning: TCPADVISE_TURNS_EVERY must be a power of two") == 1
+    (trace,) = load_traces(tmp_path).values()
+    assert trace["turn_sampling"] == {"first": 256, "every": 16}
+
+
 @thread  # the snapshot thread
 def test_snapshots_are_replaced_atomically(tmp_path, server_factory):
     """A reader polling the trace while snapshots are rewritten every 10 ms

@@ -295,7 +295,8 @@ def _bursts(scope: Scope) -> int:
 
 
 def _burst_mean_bytes(scope: Scope) -> float | None:
-    # writes.bytes and bursts.count are exact (a histogram's sum is an estimate for burst sizes).
+    # writes.bytes is exact, and bursts.count too until a socket samples its turns (then an estimate
+    # from the recorded bursts, as the histograms' figures are).
     return ratio(scope.merged["writes"]["bytes"], _bursts(scope))
 
 
@@ -600,8 +601,8 @@ METRICS = _catalogue(
         "bursts.mean_bytes",
         "bytes",
         SCOPE,
-        "Bytes written per burst, exactly (writes.bytes / bursts.count, a stream's unfinished burst counted): "
-        "the message size when they are alike.",
+        "Bytes written per burst (writes.bytes / bursts.count, a stream's unfinished burst counted; exact "
+        "until a socket samples its turns, then bursts.count is estimated): the message size when they are alike.",
         _burst_mean_bytes,
     ),
     Metric(
@@ -641,7 +642,8 @@ METRICS = _catalogue(
         _bytes_per_sndbuf,
     ),
     # Turns: from the first write after a reply to the first read that brings data back.
-    Metric("turns.count", "count", SCOPE, "Turns measured.", lambda scope: scope.merged["turns"]["count"]),
+    Metric("turns.count", "count", SCOPE, "Turns closed, exactly (sampled sockets' too).",
+           lambda scope: scope.merged["turns"]["count"]),
     Metric(
         "turns.p50_us",
         "us",

@@ -31,7 +31,10 @@ def nodelay_set_by(socket: dict) -> str | None:
 
 
 def socket_figures(socket: dict) -> dict:
-    """Counts and percentiles of a trace socket's writes, bursts, turns, reads and errors."""
+    """Counts and percentiles of a trace socket's writes, bursts, turns, reads and errors.
+
+    turns.recorded, when the socket sampled its turns (a trace's turns.sampled), is how many of
+    turns.count the percentiles come from: the rest are estimated from them (bursts.count too)."""
     writes, bursts, turns, reads = socket["writes"], socket["bursts"], socket["turns"], socket["reads"]
     size_p50, size_p99 = hist.percentiles(writes["size"], _MEDIAN_AND_P99)
     syscall_p50, syscall_p99 = hist.percentiles(writes["syscall_ns"], _MEDIAN_AND_P99)
@@ -62,6 +65,7 @@ def socket_figures(socket: dict) -> dict:
             "count": turns["count"],
             "p50_us": ns_to_us(turn_p50),
             "p99_us": ns_to_us(turn_p99),
+            **({"recorded": turns["sampled"]["recorded"]} if "sampled" in turns else {}),
         },
         "reads": {
             "calls": reads["calls"],
@@ -94,6 +98,9 @@ class SocketsSum:
         self._first: dict | None = None
         self._added = 0
         self._connections = 0
+        # Turns of the sockets that recorded every turn (no turns.sampled): recorded in full, should
+        # a sum hold sampled sockets too.
+        self._full_turns = 0
 
     def add(self, socket: dict) -> None:
         self._added += 1
@@ -108,12 +115,16 @@ class SocketsSum:
     def _count_in(self, socket: dict) -> None:
         for section, sums in self._sums.items():
             _add_into(sums, socket[section])
+        if "sampled" not in socket["turns"]:
+            self._full_turns += socket["turns"]["count"]
 
     def result(self) -> dict:
         if self._added == 1:
             merged = {section: _alone(self._first[section]) for section in FIGURE_SECTIONS}
         else:
             merged = {section: _result(sums) for section, sums in self._sums.items()}
+            if "sampled" in merged["turns"]:
+                merged["turns"]["sampled"]["recorded"] += self._full_turns
         merged["connections"] = self._connections
         return merged
 

@@ -137,7 +137,8 @@ def _figure_cells(figures: dict) -> Cells:
             f"p50 {format_number(bursts['writes_p50'])}",
             f"p99 {format_number(bursts['writes_p99'])}",
         ],
-        "turn": [f"p50 {format_duration_us(turns['p50_us'])}", f"p99 {format_duration_us(turns['p99_us'])}"],
+        "turn": [f"p50 {format_duration_us(turns['p50_us'])}", f"p99 {format_duration_us(turns['p99_us'])}"]
+        + _sampled_cell(turns),
         "reads": [_calls(reads["calls"]), format_bytes(reads["bytes"])],
         "errors": [f"{name} {count}" for name, count in figures["errors"].items()] or [DASH],
     }
@@ -164,6 +165,13 @@ def _endpoint(endpoint: dict) -> str:
     address = endpoint["addr"]
     port = endpoint["port"] or "*"
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def _sampled_cell(turns: dict) -> list[str]:
+    """A socket that sampled its turns: how many of them the percentiles (all of its histograms) come from."""
+    if "recorded" not in turns:
+        return []
+    return [f"~ from {turns['recorded']:,} of {turns['count']:,} turns"]
 
 
 def _calls(count: int) -> str:
