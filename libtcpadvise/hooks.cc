@@ -165,7 +165,7 @@ constexpr int kOrdinaryFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
   if (__builtin_expect((s->stats.read_calls.Get() & 255) == 0, 0)) MaybeSnapshot(ReadTicks());
 }
 
-// ReadUnderPolicy is TrackedRead's path once a policy config is loaded: held
+// ReadUnderPolicy is TrackedRead's path while a policy may act on a read: held
 // bytes leave before the read waits for their answer; quickack is re-armed
 // after a read that got data (not after every EAGAIN of an event loop).
 template <typename Call>
@@ -178,10 +178,11 @@ template <typename Call>
 }
 
 // TrackedRead runs one read-family call on a tracked socket and records it.
-// Without a config nothing is ever held: one load on the observe path.
+// Without a config, or while nothing is held and no rule re-arms quickack,
+// a read is only recorded: two loads on the observe path.
 template <typename Call>
 [[gnu::always_inline]] inline ssize_t TrackedRead(SocketState* s, int fd, ReadApi api, int flags, Call call) {
-  if (__builtin_expect(g_policy_config != nullptr, 0)) return ReadUnderPolicy(s, fd, api, flags, call);
+  if (__builtin_expect(PolicyTakesRead(), 0)) return ReadUnderPolicy(s, fd, api, flags, call);
   const ssize_t result = call();
   RecordRead(s, api, flags, result);
   return result;

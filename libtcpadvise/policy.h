@@ -23,6 +23,17 @@ namespace tcpadvise {
 // g_policy_config is the loaded config, or nullptr when the shim only observes.
 extern const PolicyConfig* g_policy_config;
 
+// g_config_quickack: a rule of the loaded config re-arms TCP_QUICKACK after
+// each read that got data.
+extern bool g_config_quickack;
+
+// PolicyTakesRead tells whether a read on a tracked socket goes through the
+// policies' read path (hooks.cc: ReadUnderPolicy): some socket holds bytes
+// that must leave before the read waits for their answer, or quickack is
+// to be re-armed. Otherwise, as under an observe-only config, the read is
+// only recorded.
+inline bool PolicyTakesRead() { return g_policy_config != nullptr && (AnyHeld() || g_config_quickack); }
+
 // LoadPolicyConfig reads the file with libtcpadvise_config.so (found beside
 // the shim); on any mistake it warns once and leaves the shim observing
 // (policy_load.cc).

@@ -14,9 +14,16 @@
 namespace tcpadvise {
 
 const PolicyConfig* g_policy_config = nullptr;
+bool g_config_quickack = false;
 bool g_config_problem = false;
 
 namespace {
+
+// UseConfig makes config the loaded one.
+void UseConfig(const PolicyConfig* config) {
+  for (const PolicyRule& rule : config->rules) g_config_quickack |= rule.settings.quickack;
+  g_policy_config = config;
+}
 
 // A compiled config is read into, and decoded in, static storage: no
 // allocation, and only the pages its bytes fill are touched.
@@ -44,7 +51,7 @@ bool ReadCompiled(const char* path) {
     g_config_problem = true;
     return true;
   }
-  g_policy_config = &g_compiled_config;
+  UseConfig(&g_compiled_config);
   return true;
 }
 
@@ -82,7 +89,7 @@ void LoadPolicyConfig(const char* path) {
     PrivateFree(config);
     return;
   }
-  g_policy_config = config;
+  UseConfig(config);
 }
 
 }  // namespace tcpadvise
