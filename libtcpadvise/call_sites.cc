@@ -25,6 +25,7 @@
 #include "errno_saver.h"
 #include "histogram.h"
 #include "json_writer.h"
+#include "parse_count.h"
 #include "process_page.h"
 #include "raw_log.h"
 #include "socket_state.h"
@@ -375,14 +376,6 @@ PairSlot* ClaimPair(uint64_t cookie, uint32_t stack) {
   return nullptr;
 }
 
-bool ParseCount(const char* text, uint64_t max, uint64_t* out) {
-  char* end = nullptr;
-  const unsigned long long value = strtoull(text, &end, 10);
-  if (end == text || *end != '\0' || text[0] == '-' || value > max) return false;
-  *out = value;
-  return true;
-}
-
 const char* ModeName(CallSiteMode mode) {
   switch (mode) {
     case CallSiteMode::kOff:
@@ -651,15 +644,9 @@ CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, cons
   }
   if (first != nullptr && first[0] != '\0' && !ParseCount(first, 1u << 20, &s.first)) {
     *warning = "TCPADVISE_CALL_SITES_FIRST must be a count from 0 to 1048576; using 4";
-    s.first = CallSiteSettings().first;
   }
-  uint64_t every_value = 0;
-  if (every != nullptr && every[0] != '\0') {
-    if (!ParseCount(every, 1u << 20, &every_value) || every_value == 0 || (every_value & (every_value - 1)) != 0) {
-      *warning = "TCPADVISE_CALL_SITES_EVERY must be a power of two from 1 to 1048576; using 256";
-    } else {
-      s.every = every_value;
-    }
+  if (every != nullptr && every[0] != '\0' && !ParsePowerOfTwo(every, 1u << 20, &s.every)) {
+    *warning = "TCPADVISE_CALL_SITES_EVERY must be a power of two from 1 to 1048576; using 256";
   }
   return s;
 }

@@ -12,6 +12,7 @@
 #include "background_thread.h"
 #include "call_sites.h"
 #include "policy.h"
+#include "parse_count.h"
 #include "private_alloc.h"
 #include "process_page.h"
 #include "raw_log.h"
@@ -133,25 +134,14 @@ Settings ParseSettings(const char* out_dir, const char* interval, const char** w
 TurnSampling ParseTurnSampling(const char* first, const char* every, const char** warning) {
   TurnSampling t;
   *warning = nullptr;
-  auto parse = [](const char* text, uint64_t max, uint64_t* out) {
-    char* end = nullptr;
-    const unsigned long long value = strtoull(text, &end, 10);
-    if (end == text || *end != '\0' || text[0] == '-' || value > max) return false;
-    *out = value;
-    return true;
-  };
-  if (first != nullptr && first[0] != '\0' && !parse(first, uint64_t{1} << 40, &t.first)) {
+  if (first != nullptr && first[0] != '\0' && !ParseCount(first, uint64_t{1} << 40, &t.first)) {
     *warning = "TCPADVISE_TURNS_FIRST must be a count from 0 to 1099511627776; using 256";
-    t.first = TurnSampling().first;
   }
-  uint64_t every_value = 0;
-  if (every != nullptr && every[0] != '\0') {
-    if (!parse(every, 65536, &every_value) || every_value == 0 || (every_value & (every_value - 1)) != 0) {
-      *warning = "TCPADVISE_TURNS_EVERY must be a power of two from 1 to 65536; using 16";
-    } else {
-      t.every_shift = static_cast<uint32_t>(__builtin_ctzll(every_value));
-    }
+  uint64_t every_value = uint64_t{1} << t.every_shift;
+  if (every != nullptr && every[0] != '\0' && !ParsePowerOfTwo(every, 65536, &every_value)) {
+    *warning = "TCPADVISE_TURNS_EVERY must be a power of two from 1 to 65536; using 16";
   }
+  t.every_shift = static_cast<uint32_t>(__builtin_ctzll(every_value));
   return t;
 }
 

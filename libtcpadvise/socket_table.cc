@@ -263,7 +263,7 @@ void SocketTable::ResetInChild() {
     }
     if (s->policy_state != nullptr) ResetPolicyInChild(s->policy_state);
   }
-  if (local_ != nullptr && !local_wiped_) ForgetGroupsAndFreeEntries();
+  if (!local_wiped_) ForgetGroupsAndFreeEntries();
   ResetExperimentInChild();
 }
 
