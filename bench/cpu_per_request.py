@@ -31,11 +31,8 @@ import time
 from pathlib import Path
 
 from tcpadvise.bench.cgroup import Hierarchy, cpu_accounting
-from tcpadvise.bench.servers import SERVERS, ServerArm, run_server_arm
+from tcpadvise.bench.servers import PINS, SERVERS, ServerArm, placement, run_server_arm
 from tcpadvise.bench.suites import POLICIES
-
-PINS = ("none", "split", "same")
-
 
 def named(text: str) -> tuple[str, Path]:
     name, _, path = text.rpartition("=")
@@ -50,16 +47,6 @@ def listed(kind, choices=None):
                                              (f" of {', '.join(choices)}" if choices else ""))
         return values
     return parse
-
-
-def placement(pin: str) -> tuple[frozenset[int] | None, frozenset[int] | None]:
-    """(the server's CPUs, the client's CPUs) for a --pin mode."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if pin == "none":
-        return None, None
-    if pin == "same" or len(cpus) < 2:
-        return frozenset(cpus[:1]), frozenset(cpus[:1])
-    return frozenset(cpus[:1]), frozenset(cpus[1:2])
 
 
 def spread(values: list[float]) -> dict:

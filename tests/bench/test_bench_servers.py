@@ -455,3 +455,36 @@ def _bench_groups(pid: int) -> set[str]:
         return {part for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
                 for part in line.rsplit(":", 1)[-1].split("/") if part.startswith("tcpadvise-bench-")}
     return set()
+
+
+def _cpus_allowed(pid: int) -> str | None:
+    with contextlib.suppress(OSError, StopIteration):
+        return next(line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if line.startswith("Cpus_allowed_list:"))
+    return None
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="--pin split needs two CPUs")
+def test_pin_split_runs_the_server_and_its_client_each_on_its_own_cpu(built, tmp_path):
+    """--pin split: redis on the first CPU this process may use, redis-benchmark on the next, as the processes
+    themselves say while they run; the results say so."""
+    if (reason := Redis().missing()) is not None:
+        pytest.skip(reason)
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    environment = {**os.environ, **built, "PYTHONPATH": str(Path(__file__).parents[2] / "advisor")}
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "tcpadvise", "bench", "servers", "--case", "redis", "--pin", "split", "--runs", "1",
+         "--seconds", "1", "-o", tmp_path / "s.json"], env=environment, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    seen: dict[str, set[str]] = {"redis-server": set(), "redis-benchmark": set()}
+    while bench.poll() is None:
+        for pid, command in _descendants(bench.pid).items():
+            program = next((name for name in seen if command.startswith(name)), None)
+            if program and (cpus := _cpus_allowed(pid)):
+                seen[program].add(cpus)
+        time.sleep(0.02)
+    assert bench.wait() == 0, bench.stderr.read()
+    assert seen == {"redis-server": {str(first)}, "redis-benchmark": {str(second)}}, seen
+    results = json.loads((tmp_path / "s.results.json").read_text())
+    assert results["settings"]["pin"] == "split"
+    assert results["suites"]["servers"]["pin"] == f"each server on CPU {first}, its client on CPU {second} (--pin split)"

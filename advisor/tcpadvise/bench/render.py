@@ -472,6 +472,8 @@ def servers_notes(results: dict) -> list[str]:
         "lowest to the highest run, 98.4%), and with fewer than 6 runs none that covers 95%: every goal is then "
         "not resolved."
     )]
+    if result.get("pin"):
+        lines.append(f"Where they ran: {result['pin']}.")
     if not cpu:
         return lines
     # Half an interval, in % of the baseline: how finely the goal lines resolve a difference.

@@ -472,6 +472,21 @@ def dies_with_bench() -> list[str]:
     return ["setpriv", "--pdeathsig", "KILL", "--"] if _which("setpriv") else []
 
 
+# Where a server and its load client run (`bench servers --pin`, bench/cpu_per_request.py --pin): anywhere the
+# scheduler puts them; the server on the first CPU this process may use, the client on the next; both on the first.
+PINS = ("none", "split", "same")
+
+
+def placement(pin: str) -> tuple[frozenset[int] | None, frozenset[int] | None]:
+    """(the server's CPUs, its client's CPUs) for a PINS mode; None: any. With one CPU, split is same."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if pin == "none":
+        return None, None
+    if pin == "same" or len(cpus) < 2:
+        return frozenset(cpus[:1]), frozenset(cpus[:1])
+    return frozenset(cpus[:1]), frozenset(cpus[1:2])
+
+
 def pinned(cpus: frozenset[int] | None) -> list[str]:
     """The command prefix that runs a program on `cpus` only (taskset), or nothing."""
     return ["taskset", "-c", ",".join(str(cpu) for cpu in sorted(cpus))] if cpus else []

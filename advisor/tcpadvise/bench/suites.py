@@ -13,7 +13,7 @@ from typing import Protocol
 
 from ..model import hist
 from .cgroup import Hierarchy, cpu_accounting, remove_stale
-from .servers import SERVERS, Server, ServerArm
+from .servers import SERVERS, Server, ServerArm, placement
 from .stats import after_warmup, interval_rates_mbit_s, segment_penalties, summarize, verdict
 
 # The round trip a stalled arm is allowed per planned round: 200 rounds stop
@@ -36,6 +36,8 @@ class Settings:
     # The servers suite's cases to run (--case NAME[=RUNS]), each with its own runs or None (`runs`); empty:
     # every case.
     cases: tuple[tuple[str, int | None], ...] = ()
+    # Where each server and its load client run (servers.PINS).
+    pin: str = "none"
 
     def chosen(self, case: str) -> bool:
         return not self.cases or any(name == case for name, _ in self.cases)
@@ -479,7 +481,7 @@ class Servers:
         seconds = settings.seconds or SERVER_SECONDS
         cpu = accounting if isinstance(accounting := cpu_accounting(), Hierarchy) else None
         arms: list[Arm | ServerArm] = [
-            ServerArm(f"{server.name}:{policy}", server, policy_settings, seconds, cpu,
+            ServerArm(f"{server.name}:{policy}", server, policy_settings, seconds, cpu, *placement(settings.pin),
                       runs=settings.runs_of(server.name))
             for server in self.servers(path, settings)
             for policy, policy_settings in POLICIES.items()
@@ -517,6 +519,7 @@ class Servers:
         accounting = cpu_accounting() if servers else None
         result = {
             "seconds": settings.seconds or SERVER_SECONDS,
+            "pin": _pin_description(settings.pin) if servers else None,
             "cpu_source": accounting.source if isinstance(accounting, Hierarchy) else None,
             "goals": {"adaptive": list(ADAPTIVE), "server_within": SERVER_GOAL, "client_within": CLIENT_GOAL},
             # What ran, and how many times each of its arms did.
@@ -531,6 +534,16 @@ class Servers:
     def calibration(self, result):
         # Nothing the rules read: this suite proves the policies, it does not calibrate the advice.
         return {}
+
+
+def _pin_description(pin: str) -> str | None:
+    """Where the servers and their clients ran, for a person; None: where the scheduler put them."""
+    server, client = placement(pin)
+    if server is None:
+        return None
+    if server == client:
+        return f"each server and its client on CPU {min(server)} (--pin {pin})"
+    return f"each server on CPU {min(server)}, its client on CPU {min(client)} (--pin {pin})"
 
 
 def _throughput(runs: list[dict]) -> dict:

@@ -12,6 +12,7 @@ import click
 from ..ab import MAX_SEED
 from ..bench import BENCH_SERVER_PORT
 from ..bench.netns import PROFILES
+from ..bench.servers import PINS
 from ..bench.suites import CASE_NAMES, SEED_SUITES, SUITE_NAMES, Settings
 from ..errors import BadInputError, OutputWriteError, TcpadviseError
 from ..policy.config import BUILTIN_POLICIES
@@ -893,6 +894,10 @@ def _cases(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
 @click.option("--seconds", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="Length of each stream run (default: 0.3 on loopback and fast links, 1 at 10mbit, 2 at 1mbit) "
               "and of each server run (default: 2).")
+@click.option("--pin", type=click.Choice(PINS), default="none", show_default=True,
+              help="Where each server and its load client run (servers suite): where the scheduler puts them "
+              "(none), the server on one CPU and the client on another (split), or both on one (same: the "
+              "server's CPU/request moves least).")
 @click.option("--case", "cases", multiple=True, metavar="NAME[=RUNS]", callback=_cases,
               help=f"Run only this case of the servers suite, RUNS times if given (else --runs); repeat for "
               f"several. Default: every case. The cases: {', '.join(CASE_NAMES)}.")
@@ -907,6 +912,7 @@ def bench_command(
     runs: int,
     rounds: int,
     seconds: float | None,
+    pin: str,
     cases: tuple[tuple[str, int | None], ...],
 ) -> None:
     """Measure the seeds' experiments, or the policies on real servers, here.
@@ -969,7 +975,9 @@ def bench_command(
                      the tables and goal lines start with), NAME=RUNS
                      that many times (the clients are quick: more runs
                      resolve 5% sooner); the results say which ran and
-                     how often (cases). The servers' traces go to tmpfs (/dev/shm)
+                     how often (cases). --pin same runs each server and
+                     its client on one CPU (its CPU/request moves least
+                     from run to run), split on two. The servers' traces go to tmpfs (/dev/shm)
                      when there is one: a fork-per-connection server
                      writes a trace file per connection, whose creation
                      on disk is the file system's cost. It yields no
@@ -1018,7 +1026,7 @@ def bench_command(
         raise BadInputError("--case chooses among the servers suite's cases: name the suite too "
                             "(tcpadvise bench servers --case redis)")
     settings = Settings(tuple(name for name in SUITE_NAMES if name in chosen) or SEED_SUITES, runs, rounds, seconds,
-                        cases)
+                        cases, pin)
     if plot_dir is not None:
         prepare_plot_directory(plot_dir)
     with ProgressBar(Console(stderr=True)) as progress:
