@@ -466,9 +466,9 @@ def _ephemeral_low() -> int:
 def dies_with_bench() -> list[str]:
     """The command prefix that has the kernel SIGKILL a program when the bench, its parent, dies, however it
     dies (SIGKILL skips every cleanup): setpriv --pdeathsig, which survives exec but not a change of user
-    (Postgres.run_as sets it again). Only the program itself gets it, not what it forks: nginx's worker exits
-    when its master's channel closes, PostgreSQL's backends when the postmaster is gone. Without setpriv
-    (util-linux), nothing."""
+    (Postgres.run_as sets it again). Only the program itself gets it, not what it forks: PostgreSQL's backends
+    exit when the postmaster is gone, nginx's worker outlives its master (the reaper of the server's cgroup
+    kills it: bench.cgroup; without a cgroup, nothing does). Without setpriv (util-linux), nothing."""
     return ["setpriv", "--pdeathsig", "KILL", "--"] if _which("setpriv") else []
 
 
