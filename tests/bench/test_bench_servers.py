@@ -10,6 +10,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from tcpadvise.bench.render import goals, servers_notes, summary_text
 from tcpadvise.bench import servers as bench_servers
 from tcpadvise.bench.servers import SERVERS, Redis
 from tcpadvise.bench.suites import POLICIES, WRITEV
-from testlib import invoke
+from testlib import assert_one_line_error, invoke, wait_for
 
 free_port = bench_servers._free_port
 
@@ -133,8 +134,8 @@ def test_results_follow_the_schema_and_the_text_shows_every_table(servers_run):
     # A table's title wraps at the table's width: read the words.
     words = " ".join(result.stdout.split())
     for server in installed_servers():
-        assert (f"{server.title}; requests/s and the server's CPU time per request by the server's policy, 1 run "
-                "each") in words
+        assert (f"{server.name}: {server.title}; requests/s and the server's CPU time per request by the server's "
+                "policy, 1 run each") in words
     if installed_servers():
         # As a table, or as a block per row where the table is wider than the 100 columns.
         header = next(line for line in result.stdout.splitlines() if "requests/s [95% CI]" in line)
@@ -149,7 +150,11 @@ def test_results_follow_the_schema_and_the_text_shows_every_table(servers_run):
         assert "CPU/request: the CPU time the server's whole process tree spent while the client ran" in words
         assert ("is the figure to read against a 1% goal: with fewer than 6 runs an arm there is no 95% interval "
                 "to say how finely it resolves a difference") in words
-    assert "15 two-byte writes, then a 2-byte reply (seed 004): the client under each policy" in words
+    assert ("nagle: 15 two-byte writes, then a 2-byte reply (seed 004): the client under each policy, and as one "
+            "writev, 1 run each") in words
+    # Without --case every case runs, once here.
+    assert suite_cases(results) == ({server.name: 1 for server in installed_servers()}
+                                    | {"nagle": 1, "header-body": 1})
     assert "Against the goals" in result.stdout
     # One run an arm: the servers' figures without an interval, and every goal not resolved.
     servers_text = result.stdout.split("15 two-byte writes")[0]
@@ -238,6 +243,56 @@ def test_without_the_servers_the_clients_still_run(built, tmp_path):
     assert set(results["clients"]) == {"nagle", "header-body"}
 
 
+def suite_cases(results: dict) -> dict[str, int]:
+    return results["suites"]["servers"]["cases"]
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["servers", "--case", "redsi"],
+     "--case redsi: 'redsi' is not a case of the servers suite; the cases: redis, memcached, nginx, postgres, nagle, "
+     "header-body"),
+    (["servers", "--case", "nagle=0"], "--case nagle=0: RUNS must be a whole number of at least 1"),
+    (["servers", "--case", "nagle=many"], "--case nagle=many: RUNS must be a whole number of at least 1"),
+    (["nagle", "--case", "redis"], "--case chooses among the servers suite's cases: name the suite too"),
+])
+def test_a_case_that_is_not_one_is_a_one_line_error_naming_the_cases(args, fragment):
+    assert_one_line_error(invoke("bench", *args), 2, fragment)
+
+
+def test_help_teaches_the_cases():
+    words = " ".join(invoke("bench", "--help").stdout.split())
+    assert "tcpadvise bench servers --case redis --case nagle=31 --runs 11" in words
+    assert "The cases: redis, memcached, nginx, postgres, nagle, header-body." in words
+
+
+def test_only_the_cases_named_run_each_as_often_as_asked(built, tmp_path):
+    """--case redis --case nagle=3 with --runs 2: redis (if installed) twice an arm, the nagle client three times,
+    nothing else; the results, the tables and the goal lines say so, by the names --case takes."""
+    result = invoke("bench", "servers", *TINY, "--case", "nagle=3", "--case", "redis", "-o", tmp_path / "s.json",
+                    env={**built, "COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    results = json.loads((tmp_path / "s.results.json").read_text())
+    assert schemas.errors(results["schema"], results) == []
+    suite = results["suites"]["servers"]
+    redis = Redis().missing() is None
+    assert results["settings"]["cases"] == {"nagle": 3, "redis": 2}
+    assert suite_cases(results) == ({"redis": 2} if redis else {}) | {"nagle": 3}
+    assert list(suite["clients"]) == ["nagle"] and list(suite["servers"]) == (["redis"] if redis else [])
+    assert {arm["round_trip_us"]["runs"] for arm in suite["clients"]["nagle"]["arms"].values()} == {3}
+    assert suite["clients"]["nagle"]["arms"]["cork"]["vs_writev_paired"]["runs"] == 3
+    # Only the named servers are said left out.
+    assert all(line.startswith("servers: redis ") or "CPU time" in line for line in suite["left_out"])
+    words = " ".join(result.stdout.split())
+    assert "nagle: 15 two-byte writes, then a 2-byte reply (seed 004): the client under each policy, and as one " \
+        "writev, 3 runs each" in words
+    assert "header-body" not in result.stdout and "memcached" not in result.stdout
+    if redis:
+        assert {len(arm["requests"]) for arm in suite["servers"]["redis"]["arms"].values()} == {2}
+        assert f"redis: {Redis().title}; requests/s" in words and "2 runs each" in words
+        assert "- redis: adaptive cork" in result.stdout
+    assert "- nagle: adaptive cork" in result.stdout
+
+
 def test_a_killed_bench_s_cgroup_is_removed_at_the_start_and_said(built, tmp_path):
     accounting = counting_cpu()
     if Redis().missing():
@@ -264,7 +319,7 @@ def test_a_killed_bench_s_cgroup_is_removed_at_the_start_and_said(built, tmp_pat
     words = " ".join(result.output.split())
     said = (f"tcpadvise: servers: removed 1 empty cgroup a killed bench left in {accounting.directory}: "
             f"{left.path.name} ")
-    assert words.count(said) == 1 and words.count("a killed bench") == 1, result.output
+    assert words.count(said) == 1 and words.count("empty cgroup a killed bench") == 1, result.output
     assert not left.path.exists()
     assert list(json.loads((tmp_path / "s.results.json").read_text())["suites"]["servers"]["servers"]) == ["redis"]
 
@@ -290,3 +345,146 @@ def test_servers_listen_below_the_ephemeral_ports():
     there could be taken by one of them between the probe and the server's bind."""
     low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
     assert all(free_port() < low for _ in range(50))
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """Every live process under `root` (pid: command line), read from /proc."""
+    parents, commands = {}, {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] == "Z":
+                continue
+            parents[int(entry.name)] = int(fields[1])
+            commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    found, frontier = {}, [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in found:
+                found[pid] = commands[pid]
+                frontier.append(pid)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, killed and not reaped yet, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _ours(pid: int) -> list[Path]:
+    """The directories a bench of process `pid` made: its scratch and its server runs' traces."""
+    return [*sorted(Path(tempfile.gettempdir()).glob(f"tcpadvise-bench-{pid}-*")),
+            *sorted(Path("/dev/shm").glob(f"tcpadvise-traces-{pid}-*"))]
+
+
+@pytest.mark.parametrize("case", ["redis", "nginx", "postgres"])
+def test_a_bench_killed_by_sigkill_takes_its_servers_along_and_the_next_removes_what_it_left(case, built, tmp_path):
+    """SIGKILL skips every cleanup: the kernel kills what the bench started (the server, each of the processes
+    it forked, the client, the far end) as the bench dies, and the next bench removes its directories and its
+    cgroup at its start, in one line each."""
+    server = next(server for server in SERVERS if server.name == case)
+    if (reason := server.missing()) is not None:
+        pytest.skip(reason)
+    environment = {**os.environ, **built, "PYTHONPATH": str(Path(__file__).parents[2] / "advisor")}
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "tcpadvise", "bench", "servers", "--case", case, "--runs", "50", "--rounds", "5",
+         "--seconds", "2", "-o", tmp_path / "killed.json"],
+        env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tree, groups, left = {}, set(), []
+    try:
+        # A server under load: its traces directory made, the client running (PostgreSQL first runs initdb).
+        def loaded():
+            tree = _descendants(bench.pid)
+            traced = any(path.name.startswith("tcpadvise-traces-") for path in _ours(bench.pid))
+            return tree if traced and any(server.client(0, 1)[0] in command for command in tree.values()) else None
+        tree = wait_for(loaded, timeout=180)
+        assert tree, f"the bench's {case} never ran under load"
+        if case != "redis":
+            # nginx's master and worker, PostgreSQL's postmaster and its background processes.
+            assert sum(1 for command in tree.values() if case in command) >= 2, tree
+        groups = {name for pid in tree for name in _bench_groups(pid)}
+        left = _ours(bench.pid)
+    finally:
+        bench.kill()
+        bench.wait()
+    try:
+        assert wait_for(lambda: not any(_alive(pid) for pid in tree), timeout=15), \
+            {pid: command for pid, command in tree.items() if _alive(pid)}
+        assert left and all(path.exists() for path in left)
+        _the_next_bench_removes(left, groups, built, tmp_path)
+    finally:
+        for path in left:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _the_next_bench_removes(left: list[Path], groups: set[str], built: dict, tmp_path: Path) -> None:
+    # A minute old, as a killed bench's leftovers are when the next bench starts.
+    past = time.time() - 120
+    for path in left:
+        os.utime(path, (past, past))
+    result = invoke("bench", "servers", "--case", "nagle", "--runs", "1", "--rounds", "5",
+                    "-o", tmp_path / "next.json", env=built)
+    assert result.exit_code == 0, result.output
+    words = " ".join(result.output.split())
+    said = f"tcpadvise: removed {len(left)} directories a killed bench left: {', '.join(str(p) for p in left)}"
+    assert said in words, result.output
+    assert not any(path.exists() for path in left)
+    if isinstance(accounting := cpu_accounting(), Hierarchy):
+        # The server's group, empty now, stays until it is a minute old (another bench may have just made it).
+        assert len(groups) == 1, groups
+        group = accounting.directory / groups.pop()
+        assert group.name not in words, result.output
+        os.utime(group, (past, past))
+        result = invoke("bench", "servers", "--case", "nagle", "--runs", "1", "--rounds", "5",
+                        "-o", tmp_path / "after.json", env=built)
+        words = " ".join(result.output.split())
+        assert (f"servers: removed 1 empty cgroup a killed bench left in {accounting.directory}: {group.name}"
+                in words), result.output
+        assert not group.exists()
+
+
+def _bench_groups(pid: int) -> set[str]:
+    """The names of the bench cgroups process `pid` is in."""
+    with contextlib.suppress(OSError):
+        return {part for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+                for part in line.rsplit(":", 1)[-1].split("/") if part.startswith("tcpadvise-bench-")}
+    return set()
+
+
+def _cpus_allowed(pid: int) -> str | None:
+    with contextlib.suppress(OSError, StopIteration):
+        return next(line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if line.startswith("Cpus_allowed_list:"))
+    return None
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="--pin split needs two CPUs")
+def test_pin_split_runs_the_server_and_its_client_each_on_its_own_cpu(built, tmp_path):
+    """--pin split: redis on the first CPU this process may use, redis-benchmark on the next, as the processes
+    themselves say while they run; the results say so."""
+    if (reason := Redis().missing()) is not None:
+        pytest.skip(reason)
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    environment = {**os.environ, **built, "PYTHONPATH": str(Path(__file__).parents[2] / "advisor")}
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "tcpadvise", "bench", "servers", "--case", "redis", "--pin", "split", "--runs", "1",
+         "--seconds", "1", "-o", tmp_path / "s.json"], env=environment, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    seen: dict[str, set[str]] = {"redis-server": set(), "redis-benchmark": set()}
+    while bench.poll() is None:
+        for pid, command in _descendants(bench.pid).items():
+            program = next((name for name in seen if command.startswith(name)), None)
+            if program and (cpus := _cpus_allowed(pid)):
+                seen[program].add(cpus)
+        time.sleep(0.02)
+    assert bench.wait() == 0, bench.stderr.read()
+    assert seen == {"redis-server": {str(first)}, "redis-benchmark": {str(second)}}, seen
+    results = json.loads((tmp_path / "s.results.json").read_text())
+    assert results["settings"]["pin"] == "split"
+    assert results["suites"]["servers"]["pin"] == f"each server on CPU {first}, its client on CPU {second} (--pin split)"

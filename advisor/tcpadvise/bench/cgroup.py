@@ -9,7 +9,8 @@ whatever controllers are enabled); v1 in cpuacct.usage (ns) of the cpuacct
 hierarchy. A group is made in this process's own cgroup of the hierarchy,
 under an unpredictable name, and removed however its run ends: what is still
 in it is killed (only the server's processes can be), what will not die is
-moved to the parent.
+moved to the parent. A bench killed by SIGKILL removes nothing: a reaper, a
+shell outside the group, kills what is in the group when the bench is gone.
 """
 
 import contextlib
@@ -37,6 +38,12 @@ _STALE_SECONDS = 60
 # The shell that puts itself into the group, then becomes the server: every process the server forks is
 # born in the group, and the shell's own start is over before any window opens.
 _ENTER = 'echo $$ > "$0" && exec "$@"'
+# The shell that waits for its input to close, which happens when the bench removes the group or dies, however
+# it dies, then kills what is in the group ($0: its cgroup.procs) until it is empty (a process may fork as it
+# goes): the server's processes do not outlive a bench killed by SIGKILL, nor do the ones the parent-death
+# signal does not reach (servers.dies_with_bench: nginx's worker outlives its master).
+_REAP = ('read _; for _ in 1 2 3 4 5 6 7 8 9 10; do pids=$(cat "$0" 2>/dev/null); [ -n "$pids" ] || exit 0; '
+         'kill -KILL $pids 2>/dev/null; sleep 0.05; done')
 
 
 @dataclass(frozen=True)
@@ -201,13 +208,20 @@ def cpu_group(hierarchy: Hierarchy) -> Iterator[CpuGroup]:
     """A new group in `hierarchy`, removed however the block is left (a failure to remove it is an error only
     when nothing else went wrong: it never hides the run's own)."""
     group = CpuGroup(hierarchy)
+    # Its input is a pipe only this process holds (not inherited by the servers it starts).
+    reaper = subprocess.Popen(["/bin/sh", "-c", _REAP, str(group.path / "cgroup.procs")], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        yield group
-    except BaseException:
-        with contextlib.suppress(BenchError):
-            group.remove()
-        raise
-    group.remove()
+        try:
+            yield group
+        except BaseException:
+            with contextlib.suppress(BenchError):
+                group.remove()
+            raise
+        group.remove()
+    finally:
+        reaper.stdin.close()
+        reaper.wait()
 
 
 def usable(hierarchy: Hierarchy) -> str | None:

@@ -400,7 +400,8 @@ def _servers_tables(result: dict) -> list[FigureTable]:
     tables = []
     # Without a cgroup to count the servers' CPU time in, its columns are left out (result["left_out"] says why).
     cpu = result.get("cpu_source") is not None
-    for server in result["servers"].values():
+    # Each table is titled with its case's name, as --case chooses it and the goal lines say it.
+    for name, server in result["servers"].items():
         columns = ["requests/s [95% CI]", "of baseline [95% CI]"]
         if cpu:
             columns += ["CPU/request [95% CI]", "CPU/request of baseline [95% CI]"]
@@ -408,7 +409,7 @@ def _servers_tables(result: dict) -> list[FigureTable]:
         runs = max((arm["requests_per_s"]["runs"] for arm in server["arms"].values() if arm["requests_per_s"]),
                    default=0)
         table = FigureTable(
-            f"{server['title']}; requests/s"
+            f"{name}: {server['title']}; requests/s"
             + (" and the server's CPU time per request" if cpu else "")
             + f" by the server's policy, {runs} run{'s' if runs != 1 else ''} each",
             "policy",
@@ -420,9 +421,12 @@ def _servers_tables(result: dict) -> list[FigureTable]:
                 cells += [_cpu_ci(arm["cpu_us_per_request"]), _share_ci(arm["cpu_vs_baseline_paired"])]
             table.add_row(policy, *cells)
         tables.append(table)
-    for client in result["clients"].values():
+    for name, client in result["clients"].items():
+        runs = max((arm["round_trip_us"]["runs"] for arm in client["arms"].values() if arm["round_trip_us"]),
+                   default=0)
         table = FigureTable(
-            f"{client['title']}: the client under each policy, and as one writev",
+            f"{name}: {client['title']}: the client under each policy, and as one writev, "
+            f"{runs} run{'s' if runs != 1 else ''} each",
             "policy",
             "round trip [95% CI]",
             "p99",
@@ -468,6 +472,8 @@ def servers_notes(results: dict) -> list[str]:
         "lowest to the highest run, 98.4%), and with fewer than 6 runs none that covers 95%: every goal is then "
         "not resolved."
     )]
+    if result.get("pin"):
+        lines.append(f"Where they ran: {result['pin']}.")
     if not cpu:
         return lines
     # Half an interval, in % of the baseline: how finely the goal lines resolve a difference.

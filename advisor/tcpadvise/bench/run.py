@@ -28,8 +28,9 @@ from ..errors import BenchError, LoadgenNotFoundError, ShimNotFoundError
 from ..policy.config import compiled_every_socket_config
 from ..record.shim import find_helper, find_shim, isolated_environment, shim_environment
 from ..rules.calibration import CALIBRATION_SCHEMA
+from . import leftovers
 from .netns import PROFILES, failure_reason, veth_pair
-from .servers import ServerArm, run_server_arm
+from .servers import ServerArm, dies_with_bench, run_server_arm
 from .suites import SUITES, Arm, Settings
 
 LOADGEN_ENV = "TCPADVISE_LOADGEN"
@@ -91,23 +92,27 @@ def run_bench(
     loadgen = find_loadgen()
     # Looked up once, and only when a suite has arms under a policy.
     shim = functools.cache(lambda: _find_shim_for_policies(progress))
+    if line := leftovers.removed_line(leftovers.remove_dead()):
+        progress.note(line)
     with (
         _terminate_as_interrupt(),
         network_path(loadgen, target, link) as path,
-        tempfile.TemporaryDirectory(prefix="tcpadvise-bench-") as scratch,
+        tempfile.TemporaryDirectory(prefix=leftovers.prefix(leftovers.SCRATCH)) as scratch,
     ):
         suite_results = {}
         for name in settings.suites:
             suite = SUITES[name]
             for line in suite.tidy(path):
                 progress.note(line)
-            for reason in suite.left_out(path):
+            for reason in suite.left_out(path, settings):
                 progress.warn(reason)
             arms = [arm for arm in suite.arms(settings, path) if arm.policy is None or shim()]
-            progress.start_suite(name, suite.title, len(arms) * settings.runs)
+            runs = {arm.key: arm.runs or settings.runs for arm in arms}
+            progress.start_suite(name, suite.title, sum(runs.values()))
             documents: dict[str, list[dict]] = {arm.key: [] for arm in arms}
-            for _ in range(settings.runs):
-                for arm in arms:
+            # Round by round, every arm that still has runs to do: arms of more runs go on alone at the end.
+            for round_ in range(max(runs.values(), default=0)):
+                for arm in (arm for arm in arms if round_ < runs[arm.key]):
                     arm_shim = None if arm.policy is None else shim()
                     if isinstance(arm, ServerArm):
                         document = run_server_arm(arm, arm_shim, Path(scratch))
@@ -201,7 +206,8 @@ def far_end(loadgen: Path, prefix: list[str], host: str) -> Iterator[str]:
 def _loadgen_server(command: list[str]) -> Iterator[subprocess.Popen]:
     """The load generator's server, stopped however the block is left (errors and Ctrl-C too)."""
     server = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=isolated_environment()
+        [*dies_with_bench(), *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=isolated_environment(),
     )
     try:
         yield server

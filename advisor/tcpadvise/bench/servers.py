@@ -32,6 +32,7 @@ from pathlib import Path
 from ..errors import BenchError
 from ..policy.config import compiled_every_socket_config
 from ..record.shim import isolated_environment, shim_environment
+from . import leftovers
 from .cgroup import Hierarchy, cpu_group
 
 _CONNECTIONS = 4
@@ -52,6 +53,11 @@ class ServerArm:
     seconds: float
     # Where the server's CPU time is counted; None: it is not.
     cpu: Hierarchy | None = None
+    # The CPUs the server and its client may run on (taskset); None: any.
+    server_cpus: frozenset[int] | None = None
+    client_cpus: frozenset[int] | None = None
+    # How many times it runs; None: Settings.runs.
+    runs: int | None = None
 
     @property
     def timeout_seconds(self) -> float:
@@ -226,7 +232,8 @@ class Postgres(Server):
     def run_as(self):
         if os.geteuid() != 0:
             return []
-        return ["setpriv", "--reuid", "postgres", "--regid", "postgres", "--init-groups", "--"]
+        # A change of user clears the parent-death signal (dies_with_bench): set it again after it.
+        return ["setpriv", "--reuid", "postgres", "--regid", "postgres", "--init-groups", "--pdeathsig", "KILL", "--"]
 
     def prepare(self, directory):
         account = self._account() if os.geteuid() == 0 else None
@@ -275,18 +282,19 @@ def run_server_arm(arm: ServerArm, shim: Path | None, scratch: Path) -> dict:
     shim; at least one under it: proof that the policy ran)."""
     directory = _prepared(arm.server, scratch)
     # Outside the scratch directory (on tmpfs), so removed here however the run ends.
-    traces = Path(tempfile.mkdtemp(prefix="tcpadvise-traces-", dir=_traces_parent(directory)))
+    traces = Path(tempfile.mkdtemp(prefix=leftovers.prefix(leftovers.TRACES), dir=_traces_parent(directory)))
     try:
         with contextlib.ExitStack() as stack:
             # Left last: the server has stopped, what is left of its processes is killed with the group.
             group = stack.enter_context(cpu_group(arm.cpu)) if arm.cpu else None
-            port = stack.enter_context(
-                running(arm.server, directory, arm.policy, shim, traces, group.launcher if group else ()))
+            port = stack.enter_context(running(arm.server, directory, arm.policy, shim, traces,
+                                               [*(group.launcher if group else ()), *pinned(arm.server_cpus)]))
             command = arm.server.client(port, arm.seconds)
             # The window is the client's run: the server's own start (and the shim's) is before it.
             before = group.usage_ns() if group else 0
             try:
-                finished = subprocess.run(command, capture_output=True, text=True,
+                finished = subprocess.run([*dies_with_bench(), *pinned(arm.client_cpus), *command],
+                                          capture_output=True, text=True,
                                           timeout=arm.timeout_seconds, env=isolated_environment(), check=False)
             except subprocess.TimeoutExpired:
                 limit = f"{arm.timeout_seconds:.0f} s"
@@ -340,7 +348,7 @@ def running(server: Server, directory: Path, policy: dict | None, shim: Path | N
         port = _free_port()
         (directory / "server.log").unlink(missing_ok=True)  # an earlier attempt's bind error
         with (directory / "start.log").open("w") as log:
-            process = subprocess.Popen([*launcher, *server.command(directory, port)], stdout=log,
+            process = subprocess.Popen([*dies_with_bench(), *launcher, *server.command(directory, port)], stdout=log,
                                        stderr=subprocess.STDOUT, env=environment, cwd=directory)
         try:
             _wait_listening(server, process, port, directory)
@@ -453,6 +461,35 @@ def _ephemeral_low() -> int:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return _LOWEST_PORT
+
+
+def dies_with_bench() -> list[str]:
+    """The command prefix that has the kernel SIGKILL a program when the bench, its parent, dies, however it
+    dies (SIGKILL skips every cleanup): setpriv --pdeathsig, which survives exec but not a change of user
+    (Postgres.run_as sets it again). Only the program itself gets it, not what it forks: PostgreSQL's backends
+    exit when the postmaster is gone, nginx's worker outlives its master (the reaper of the server's cgroup
+    kills it: bench.cgroup; without a cgroup, nothing does). Without setpriv (util-linux), nothing."""
+    return ["setpriv", "--pdeathsig", "KILL", "--"] if _which("setpriv") else []
+
+
+# Where a server and its load client run (`bench servers --pin`, bench/cpu_per_request.py --pin): anywhere the
+# scheduler puts them; the server on the first CPU this process may use, the client on the next; both on the first.
+PINS = ("none", "split", "same")
+
+
+def placement(pin: str) -> tuple[frozenset[int] | None, frozenset[int] | None]:
+    """(the server's CPUs, its client's CPUs) for a PINS mode; None: any. With one CPU, split is same."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if pin == "none":
+        return None, None
+    if pin == "same" or len(cpus) < 2:
+        return frozenset(cpus[:1]), frozenset(cpus[:1])
+    return frozenset(cpus[:1]), frozenset(cpus[1:2])
+
+
+def pinned(cpus: frozenset[int] | None) -> list[str]:
+    """The command prefix that runs a program on `cpus` only (taskset), or nothing."""
+    return ["taskset", "-c", ",".join(str(cpu) for cpu in sorted(cpus))] if cpus else []
 
 
 def _which(program: str) -> str | None:

@@ -8,12 +8,12 @@ bench_stats.Summary (as a dict) pooling the arm's runs.
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol
 
 from ..model import hist
 from .cgroup import Hierarchy, cpu_accounting, remove_stale
-from .servers import SERVERS, Server, ServerArm
+from .servers import SERVERS, Server, ServerArm, placement
 from .stats import after_warmup, interval_rates_mbit_s, segment_penalties, summarize, verdict
 
 # The round trip a stalled arm is allowed per planned round: 200 rounds stop
@@ -33,6 +33,17 @@ class Settings:
     runs: int = 3
     rounds: int = 200
     seconds: float | None = None
+    # The servers suite's cases to run (--case NAME[=RUNS]), each with its own runs or None (`runs`); empty:
+    # every case.
+    cases: tuple[tuple[str, int | None], ...] = ()
+    # Where each server and its load client run (servers.PINS).
+    pin: str = "none"
+
+    def chosen(self, case: str) -> bool:
+        return not self.cases or any(name == case for name, _ in self.cases)
+
+    def runs_of(self, case: str) -> int:
+        return next((runs for name, runs in self.cases if name == case and runs), self.runs)
 
     @property
     def warmup(self) -> int:
@@ -54,6 +65,7 @@ class Settings:
         return {
             **asdict(self),
             "suites": list(self.suites),
+            "cases": {name: self.runs_of(name) for name, _ in self.cases},
             "warmup": self.warmup,
             "budget_ms": self.budget_ms,
         }
@@ -71,6 +83,8 @@ class Arm:
     policy: str | dict | None = None
     timeout_seconds: float = 600
     pinned: bool = True
+    # How many times it runs; None: Settings.runs.
+    runs: int | None = None
 
 
 class Suite(Protocol):
@@ -78,7 +92,7 @@ class Suite(Protocol):
     seed: str | None
     title: str
 
-    def left_out(self, path) -> list[str]: ...
+    def left_out(self, path, settings: Settings) -> list[str]: ...
 
     def tidy(self, path) -> list[str]:
         """Clean up what an earlier bench, killed, left behind before this one runs; a line each for the user."""
@@ -94,7 +108,7 @@ class Suite(Protocol):
 class LoadgenSuite:
     """A suite of tcpadvise-loadgen arms only: the load generator runs on every path."""
 
-    def left_out(self, path) -> list[str]:
+    def left_out(self, path, settings) -> list[str]:
         return []
 
     def tidy(self, path) -> list[str]:
@@ -434,11 +448,14 @@ class Servers:
                ("--sizes", "1016", "--tail", "1000")),
     )
 
-    def left_out(self, path):
+    def left_out(self, path, settings):
         if path.name != "loopback":
+            if not any(settings.chosen(server.name) for server in SERVERS):
+                return []
             return [f"servers: the servers run on loopback only; {path.description} measures the clients only"]
-        lines = [f"servers: {server.name} left out, {reason}" for server in SERVERS if (reason := server.missing())]
-        if self.servers(path) and isinstance(reason := cpu_accounting(), str):
+        lines = [f"servers: {server.name} left out, {reason}" for server in SERVERS
+                 if settings.chosen(server.name) and (reason := server.missing())]
+        if self.servers(path, settings) and isinstance(reason := cpu_accounting(), str):
             lines.append(f"servers: CPU time per request left out, {reason}")
         return lines
 
@@ -452,30 +469,37 @@ class Servers:
         groups = f"{len(removed)} empty cgroup{'s' if len(removed) > 1 else ''}"
         return [f"servers: removed {groups} a killed bench left in {accounting.directory}: {shown}"]
 
-    def servers(self, path) -> list[Server]:
-        return [server for server in SERVERS if path.name == "loopback" and server.missing() is None]
+    def servers(self, path, settings: Settings | None = None) -> list[Server]:
+        """The servers that run here: installed, on loopback, and chosen (every one when settings is None)."""
+        return [server for server in SERVERS if path.name == "loopback" and server.missing() is None
+                and (settings is None or settings.chosen(server.name))]
+
+    def chosen_clients(self, settings: Settings) -> list["Client"]:
+        return [client for client in self.clients if settings.chosen(client.name)]
 
     def arms(self, settings, path):
         seconds = settings.seconds or SERVER_SECONDS
         cpu = accounting if isinstance(accounting := cpu_accounting(), Hierarchy) else None
         arms: list[Arm | ServerArm] = [
-            ServerArm(f"{server.name}:{policy}", server, policy_settings, seconds, cpu)
-            for server in self.servers(path)
+            ServerArm(f"{server.name}:{policy}", server, policy_settings, seconds, cpu, *placement(settings.pin),
+                      runs=settings.runs_of(server.name))
+            for server in self.servers(path, settings)
             for policy, policy_settings in POLICIES.items()
         ]
-        for client in self.clients:
+        for client in self.chosen_clients(settings):
+            runs = settings.runs_of(client.name)
             arms += [
-                round_trip_arm(f"{client.name}:{policy}", client.mode, settings, 1, *client.args,
-                               policy=policy_settings)
+                replace(round_trip_arm(f"{client.name}:{policy}", client.mode, settings, 1, *client.args,
+                                       policy=policy_settings), runs=runs)
                 for policy, policy_settings in POLICIES.items()
             ]
-            arms.append(round_trip_arm(f"{client.name}:{WRITEV}", client.mode, settings, 1, *client.args,
-                                       "--send", "writev"))
+            arms.append(replace(round_trip_arm(f"{client.name}:{WRITEV}", client.mode, settings, 1, *client.args,
+                                               "--send", "writev"), runs=runs))
         return arms
 
     def analyze(self, documents, settings, path):
         servers = {}
-        for server in self.servers(path):
+        for server in self.servers(path, settings):
             runs = {policy: documents[f"{server.name}:{policy}"] for policy in POLICIES}
             arms = {policy: _throughput(runs[policy]) for policy in POLICIES}
             _relative_to(arms, "baseline", "requests_per_s", "vs_baseline")
@@ -485,7 +509,7 @@ class Servers:
                 arm["cpu_vs_baseline_paired"] = paired_ratio(runs[policy], runs["baseline"], _cpu_us_per_request)
             servers[server.name] = {"title": server.title, "arms": arms}
         clients = {}
-        for client in self.clients:
+        for client in self.chosen_clients(settings):
             runs = {policy: documents[f"{client.name}:{policy}"] for policy in (*POLICIES, WRITEV)}
             arms = {policy: point_summary([run["near"]["points"][0] for run in runs[policy]]) for policy in runs}
             _relative_to(arms, WRITEV, "round_trip_us", "vs_writev")
@@ -495,11 +519,14 @@ class Servers:
         accounting = cpu_accounting() if servers else None
         result = {
             "seconds": settings.seconds or SERVER_SECONDS,
+            "pin": _pin_description(settings.pin) if servers else None,
             "cpu_source": accounting.source if isinstance(accounting, Hierarchy) else None,
             "goals": {"adaptive": list(ADAPTIVE), "server_within": SERVER_GOAL, "client_within": CLIENT_GOAL},
+            # What ran, and how many times each of its arms did.
+            "cases": {name: settings.runs_of(name) for name in (*servers, *clients)},
             "servers": servers,
             "clients": clients,
-            "left_out": self.left_out(path),
+            "left_out": self.left_out(path, settings),
         }
         result["goals"]["verdicts"] = goal_verdicts(result)
         return result
@@ -507,6 +534,16 @@ class Servers:
     def calibration(self, result):
         # Nothing the rules read: this suite proves the policies, it does not calibrate the advice.
         return {}
+
+
+def _pin_description(pin: str) -> str | None:
+    """Where the servers and their clients ran, for a person; None: where the scheduler put them."""
+    server, client = placement(pin)
+    if server is None:
+        return None
+    if server == client:
+        return f"each server and its client on CPU {min(server)} (--pin {pin})"
+    return f"each server on CPU {min(server)}, its client on CPU {min(client)} (--pin {pin})"
 
 
 def _throughput(runs: list[dict]) -> dict:
@@ -584,6 +621,9 @@ def _relative_to(arms: dict[str, dict], reference: str, figure: str, field: str)
         ours = arm[figure]
         arm[field] = ours["median"] / base["median"] if ours and base and base["median"] else None
 
+
+# The servers suite's cases, as --case names them and its tables and goal lines say them.
+CASE_NAMES = (*(server.name for server in SERVERS), *(client.name for client in Servers.clients))
 
 _SEED_SUITES = (Pingpong(), Nagle(), Stream(), Rpc())
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (*_SEED_SUITES, Servers())}

@@ -12,7 +12,8 @@ import click
 from ..ab import MAX_SEED
 from ..bench import BENCH_SERVER_PORT
 from ..bench.netns import PROFILES
-from ..bench.suites import SEED_SUITES, SUITE_NAMES, Settings
+from ..bench.servers import PINS
+from ..bench.suites import CASE_NAMES, SEED_SUITES, SUITE_NAMES, Settings
 from ..errors import BadInputError, OutputWriteError, TcpadviseError
 from ..policy.config import BUILTIN_POLICIES
 from ..record import DEFAULT_INTERVAL, DEFAULT_OUT_DIR
@@ -831,6 +832,20 @@ def diff_command(before: Path, after: Path, output_format: str, output: Path | N
         sys.exit(REGRESSION_EXIT)
 
 
+def _cases(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, int | None], ...]:
+    """--case NAME[=RUNS], repeated: (name, runs or None) in the order given, a name once."""
+    cases: dict[str, int | None] = {}
+    for value in values:
+        name, equals, runs = value.partition("=")
+        if name not in CASE_NAMES:
+            raise BadInputError(f"--case {value}: {name!r} is not a case of the servers suite; the cases: "
+                                f"{', '.join(CASE_NAMES)}")
+        if equals and not (runs.isdigit() and int(runs) >= 1):
+            raise BadInputError(f"--case {value}: RUNS must be a whole number of at least 1 (--case {name}=31)")
+        cases[name] = int(runs) if equals else cases.get(name)
+    return tuple(cases.items())
+
+
 @cli.command(name="bench")
 @click.argument("named_suites", nargs=-1, metavar="[SUITE]...", type=click.Choice(SUITE_NAMES))
 @click.option(
@@ -879,6 +894,13 @@ def diff_command(before: Path, after: Path, output_format: str, output: Path | N
 @click.option("--seconds", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="Length of each stream run (default: 0.3 on loopback and fast links, 1 at 10mbit, 2 at 1mbit) "
               "and of each server run (default: 2).")
+@click.option("--pin", type=click.Choice(PINS), default="none", show_default=True,
+              help="Where each server and its load client run (servers suite): where the scheduler puts them "
+              "(none), the server on one CPU and the client on another (split), or both on one (same: the "
+              "server's CPU/request moves least).")
+@click.option("--case", "cases", multiple=True, metavar="NAME[=RUNS]", callback=_cases,
+              help=f"Run only this case of the servers suite, RUNS times if given (else --runs); repeat for "
+              f"several. Default: every case. The cases: {', '.join(CASE_NAMES)}.")
 def bench_command(
     named_suites: tuple[str, ...],
     suites: tuple[str, ...],
@@ -890,6 +912,8 @@ def bench_command(
     runs: int,
     rounds: int,
     seconds: float | None,
+    pin: str,
+    cases: tuple[tuple[str, int | None], ...],
 ) -> None:
     """Measure the seeds' experiments, or the policies on real servers, here.
 
@@ -906,6 +930,7 @@ def bench_command(
       sudo tcpadvise bench --link 100mbit --suite pingpong --suite rpc
       tcpadvise report --calibration calibration.json tcpadvise-out
       tcpadvise bench servers --runs 7 -o servers.json --plot plots
+      tcpadvise bench servers --case redis --case nagle=31 --runs 11
 
     \b
     Suites (the seed each reproduces):
@@ -944,7 +969,15 @@ def bench_command(
                      it is beyond, else not resolved (fewer than 6 runs
                      never resolve a goal: --runs 7 or more). Each
                      server run lasts --seconds (default 2); a server not
-                     installed is left out with a warning. The servers' traces go to tmpfs (/dev/shm)
+                     installed is left out with a warning. --case NAME
+                     runs only that case (redis, memcached, nginx,
+                     postgres; the clients nagle, header-body: the names
+                     the tables and goal lines start with), NAME=RUNS
+                     that many times (the clients are quick: more runs
+                     resolve 5% sooner); the results say which ran and
+                     how often (cases). --pin same runs each server and
+                     its client on one CPU (its CPU/request moves least
+                     from run to run), split on two. The servers' traces go to tmpfs (/dev/shm)
                      when there is one: a fork-per-connection server
                      writes a trace file per connection, whose creation
                      on disk is the file system's cost. It yields no
@@ -989,7 +1022,11 @@ def bench_command(
     from ..bench.run import prepare_plot_directory, run_bench, write_outputs
 
     chosen = {*named_suites, *suites}
-    settings = Settings(tuple(name for name in SUITE_NAMES if name in chosen) or SEED_SUITES, runs, rounds, seconds)
+    if cases and "servers" not in chosen:
+        raise BadInputError("--case chooses among the servers suite's cases: name the suite too "
+                            "(tcpadvise bench servers --case redis)")
+    settings = Settings(tuple(name for name in SUITE_NAMES if name in chosen) or SEED_SUITES, runs, rounds, seconds,
+                        cases, pin)
     if plot_dir is not None:
         prepare_plot_directory(plot_dir)
     with ProgressBar(Console(stderr=True)) as progress:
