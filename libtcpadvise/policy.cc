@@ -25,18 +25,14 @@ namespace tcpadvise {
 
 __thread PolicyState* t_inside = nullptr;
 __thread bool t_in_shared = false;
+std::atomic<const char*> g_fail_open{nullptr};
 
 namespace {
-
-// g_fail_open is the reason the policy turned itself off, or nullptr.
-std::atomic<const char*> g_fail_open{nullptr};
 
 // kBoundedTurnTries bounds how long a close or an exit path waits for a
 // socket's turn (about 100 ms): a turn held longer belongs to a writer
 // blocked in the kernel, which sends the bytes itself.
 constexpr int kBoundedTurnTries = 200;
-
-bool PolicyOff() { return g_fail_open.load(std::memory_order_relaxed) != nullptr; }
 
 // TakeTurnBounded takes p's turn, waiting at most about 100 ms.
 bool TakeTurnBounded(PolicyState* p) {
@@ -126,13 +122,15 @@ bool AdaptActs(PolicyState* p) {
   const PolicySettings& settings = *p->settings;
   const bool burst_start = p->socket->stats.burst_open_writes.Get() == 0;
   bool switched;
+  AdaptiveShape shape = UnpackShape(p->shape.load(std::memory_order_relaxed));
   const AdaptDecision decision =
-      AdaptWrite(&p->shape, burst_start, settings.adapt_enter_bursts, settings.adapt_leave_bursts, &switched);
+      AdaptWrite(&shape, burst_start, settings.adapt_enter_bursts, settings.adapt_leave_bursts, &switched);
+  p->shape.store(PackShape(shape), std::memory_order_relaxed);
   PolicyCounters& c = CountersOf(p);
   if (switched) c.adapt_switches.Increment();
-  if (p->shape.burst_writes == 1) {
+  if (shape.burst_writes == 1) {
     (decision == AdaptDecision::kAct ? c.bursts_held : c.bursts_passed).Increment();
-  } else if (p->shape.burst_writes == 2 && !p->shape.active) {
+  } else if (shape.burst_writes == 2 && !shape.active) {
     c.bursts_pieces.Increment();
   }
   return decision == AdaptDecision::kAct || HoldsSomething(p);
@@ -291,7 +289,7 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   p->pending_errno = 0;
   p->corked.store(false, std::memory_order_relaxed);
   p->app_corks = false;
-  p->shape = AdaptiveShape();
+  p->shape.store(settings.adaptive ? PackShape(AdaptiveShape()) : kNotAdaptive, std::memory_order_relaxed);
   if (p->capacity != 0 && settings.coalesce_max_bytes != 0 && p->capacity != settings.coalesce_max_bytes) {
     FreeBuffers(p);
   }

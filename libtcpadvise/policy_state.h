@@ -38,6 +38,9 @@ class SocketTurn {
     taken_.store(false, std::memory_order_release);
   }
   bool Taken() const { return taken_.load(std::memory_order_relaxed); }
+  // SocketTurn::Free tells whether nobody holds the turn; seeing it free
+  // after a holder gave it back, the caller sees all the holder did.
+  bool Free() const { return !taken_.load(std::memory_order_acquire); }
   // SocketTurn::SetBlocking marks the holder as about to wait in the kernel.
   void SetBlocking(bool blocking) { blocking_.store(blocking, std::memory_order_relaxed); }
   bool HolderMayBlock() const { return blocking_.load(std::memory_order_relaxed); }
@@ -63,6 +66,11 @@ class SocketTurn {
   std::atomic<bool> blocking_{false};
 };
 
+// kNotAdaptive is PolicyState::shape under a policy that is not adaptive:
+// never a steady passive shape (AdaptSteadyPass), so the write path's one
+// comparison also tells that the policy adapts.
+constexpr uint64_t kNotAdaptive = ~uint64_t{0};
+
 // PolicyState is guarded by its turn, except the atomics.
 struct PolicyState {
   SocketTurn lock;
@@ -82,8 +90,10 @@ struct PolicyState {
   // turn: the state is no longer the entry's and is never reused.
   std::atomic<bool> orphaned{false};
   bool in_held_set = false;
-  // The adaptive rule's view of the socket (adapt.h).
-  AdaptiveShape shape;
+  // The adaptive rule's view of the socket (adapt.h), packed (PackShape):
+  // updated by the socket's writes, under the turn or, for a steady passive
+  // socket, without it (PassesUnheld); kNotAdaptive under a fixed policy.
+  std::atomic<uint64_t> shape{0};
   // coalesce
   char* buffer = nullptr;
   uint32_t capacity = 0;
