@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <vector>
 
 namespace tcpadvise {
@@ -90,6 +91,81 @@ TEST(AdaptTest, EndBurstIgnoresEmptyBursts) {
   EXPECT_FALSE(AdaptEndBurst(&a, 0, 1, 1));
   EXPECT_TRUE(AdaptEndBurst(&a, 2, 1, 1));
   EXPECT_TRUE(a.active);
+}
+
+
+TEST(AdaptTest, PackShapeRoundTrips) {
+  for (const AdaptiveShape a : {AdaptiveShape{}, AdaptiveShape{true, 0, 1}, AdaptiveShape{false, 1000, 7},
+                                AdaptiveShape{true, 999, UINT32_MAX}}) {
+    const AdaptiveShape b = UnpackShape(PackShape(a));
+    EXPECT_EQ(b.active, a.active);
+    EXPECT_EQ(b.streak, a.streak);
+    EXPECT_EQ(b.burst_writes, a.burst_writes);
+  }
+  EXPECT_EQ(PackShape(AdaptiveShape{false, 0, 1}), kSteadyPassive);
+}
+
+// The write path's one comparison (AdaptSteadyPass) answers for AdaptWrite
+// only where AdaptWrite is sure to pass, switch nothing and leave the steady
+// shape, whatever the thresholds; every other shape is left to AdaptWrite.
+TEST(AdaptTest, SteadyPassIsWhatAdaptWriteAnswers) {
+  int steady = 0;
+  for (const bool active : {false, true}) {
+    for (uint32_t streak = 0; streak < 4; ++streak) {
+      for (uint32_t writes = 0; writes < 4; ++writes) {
+        const AdaptiveShape a{active, streak, writes};
+        if (!AdaptSteadyPass(PackShape(a))) continue;
+        ++steady;
+        for (uint32_t enter = 1; enter <= 3; ++enter) {
+          for (uint32_t leave = 1; leave <= 4; ++leave) {
+            AdaptiveShape b = a;
+            bool switched;
+            EXPECT_EQ(AdaptWrite(&b, true, enter, leave, &switched), AdaptDecision::kPass);
+            EXPECT_FALSE(switched);
+            EXPECT_EQ(PackShape(b), kSteadyPassive);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(steady, 2);  // the first write ever, and the steady state
+  EXPECT_FALSE(AdaptSteadyPass(PackShape(AdaptiveShape{true, 0, 1})));
+  EXPECT_FALSE(AdaptSteadyPass(PackShape(AdaptiveShape{false, 1, 1})));
+  EXPECT_FALSE(AdaptSteadyPass(PackShape(AdaptiveShape{false, 0, 2})));
+}
+
+// Bursts of random shapes, each through the shortcut where it applies and
+// through AdaptWrite alone: the same decisions, switches and shapes.
+TEST(AdaptTest, ShortcutThenRuleMatchesTheRuleAlone) {
+  std::mt19937 rng(16);
+  for (int round = 0; round < 50; ++round) {
+    const uint32_t enter = 1 + rng() % 3, leave = 1 + rng() % 4;
+    AdaptiveShape rule;
+    uint64_t word = 0;
+    int shortcuts = 0;
+    for (int burst = 0; burst < 200; ++burst) {
+      // Long runs of one shape with changes, as a real socket has.
+      const int writes = (burst / 20 + round) % 3 == 0 ? 1 + static_cast<int>(rng() % 4) : (rng() % 8 == 0 ? 2 : 1);
+      for (int i = 0; i < writes; ++i) {
+        bool switched_rule, switched_word = false;
+        const AdaptDecision d_rule = AdaptWrite(&rule, i == 0, enter, leave, &switched_rule);
+        AdaptDecision d_word;
+        if (i == 0 && AdaptSteadyPass(word)) {
+          ++shortcuts;
+          d_word = AdaptDecision::kPass;
+          word = kSteadyPassive;
+        } else {
+          AdaptiveShape a = UnpackShape(word);
+          d_word = AdaptWrite(&a, i == 0, enter, leave, &switched_word);
+          word = PackShape(a);
+        }
+        ASSERT_EQ(d_word, d_rule) << "round " << round << " burst " << burst << " write " << i;
+        ASSERT_EQ(switched_word, switched_rule);
+        ASSERT_EQ(word, PackShape(rule));
+      }
+    }
+    EXPECT_GT(shortcuts, 0);
+  }
 }
 
 }  // namespace
