@@ -21,10 +21,9 @@
 
 namespace tcpadvise {
 
-// AdaptiveShape is one socket's learnt shape. A policy keeps it packed in
-// one word (PackShape), which a write reads and updates with relaxed atomics:
-// the steady passive case without the socket's turn (AdaptSteadyPass), the
-// rest under it.
+// AdaptiveShape is one socket's learnt shape; plain data, guarded by the
+// socket's turn. Whether it is steady (AdaptSteady) is published apart, for
+// the writes that pass without the turn (policy.h: PassesUnheld).
 struct AdaptiveShape {
   bool active = false;
   uint32_t streak = 0;  // bursts in a row that argue for switching
@@ -65,31 +64,11 @@ inline AdaptDecision AdaptWrite(AdaptiveShape* a, bool burst_start, uint32_t ent
   return a->active || a->burst_writes > 1 ? AdaptDecision::kAct : AdaptDecision::kPass;
 }
 
-// PackShape packs a into one word: burst_writes in bits 0-31, streak in
-// 32-62 (it never exceeds kMaxAdaptBursts), active in 63.
-inline uint64_t PackShape(const AdaptiveShape& a) {
-  return uint64_t{a.burst_writes} | uint64_t{a.streak} << 32 | uint64_t{a.active} << 63;
-}
-
-inline AdaptiveShape UnpackShape(uint64_t word) {
-  AdaptiveShape a;
-  a.active = (word >> 63) != 0;
-  a.streak = static_cast<uint32_t>(word >> 32) & 0x7fffffffu;
-  a.burst_writes = static_cast<uint32_t>(word);
-  return a;
-}
-
-// kSteadyPassive is the packed shape of a passive socket whose last burst was
-// one write and that argues for no switch: {passive, streak 0, 1 write}.
-constexpr uint64_t kSteadyPassive = 1;
-
-// AdaptSteadyPass tells whether AdaptWrite, for a burst's first write on the
-// packed shape `word`, is sure to answer kPass with no switch and to leave
-// kSteadyPassive, whatever the thresholds: a passive socket with no streak
-// whose previous burst had at most one write (0: the socket's first write).
-// One comparison, so that the write path can take it before anything else
-// (policy.h: PassesUnheld); every other shape takes AdaptWrite.
-inline bool AdaptSteadyPass(uint64_t word) { return word <= kSteadyPassive; }
+// AdaptSteady tells whether a is a steady passive shape: passive, no streak,
+// its last burst one write. AdaptWrite leaves it as it is for a burst's
+// first write, which it passes, whatever the thresholds: a burst's first
+// write on it can pass without AdaptWrite, and without changing the shape.
+inline bool AdaptSteady(const AdaptiveShape& a) { return !a.active && a.streak == 0 && a.burst_writes == 1; }
 
 }  // namespace tcpadvise
 

@@ -94,27 +94,16 @@ TEST(AdaptTest, EndBurstIgnoresEmptyBursts) {
 }
 
 
-TEST(AdaptTest, PackShapeRoundTrips) {
-  for (const AdaptiveShape a : {AdaptiveShape{}, AdaptiveShape{true, 0, 1}, AdaptiveShape{false, 1000, 7},
-                                AdaptiveShape{true, 999, UINT32_MAX}}) {
-    const AdaptiveShape b = UnpackShape(PackShape(a));
-    EXPECT_EQ(b.active, a.active);
-    EXPECT_EQ(b.streak, a.streak);
-    EXPECT_EQ(b.burst_writes, a.burst_writes);
-  }
-  EXPECT_EQ(PackShape(AdaptiveShape{false, 0, 1}), kSteadyPassive);
-}
-
-// The write path's one comparison (AdaptSteadyPass) answers for AdaptWrite
-// only where AdaptWrite is sure to pass, switch nothing and leave the steady
-// shape, whatever the thresholds; every other shape is left to AdaptWrite.
-TEST(AdaptTest, SteadyPassIsWhatAdaptWriteAnswers) {
+// A steady shape (AdaptSteady) is one that AdaptWrite leaves as it is for a
+// burst's first write, passing it, switching nothing, whatever the
+// thresholds: the write path skips AdaptWrite there (policy.h: PassesUnheld).
+TEST(AdaptTest, ASteadyShapeIsLeftAsItIsAndPasses) {
   int steady = 0;
   for (const bool active : {false, true}) {
     for (uint32_t streak = 0; streak < 4; ++streak) {
       for (uint32_t writes = 0; writes < 4; ++writes) {
         const AdaptiveShape a{active, streak, writes};
-        if (!AdaptSteadyPass(PackShape(a))) continue;
+        if (!AdaptSteady(a)) continue;
         ++steady;
         for (uint32_t enter = 1; enter <= 3; ++enter) {
           for (uint32_t leave = 1; leave <= 4; ++leave) {
@@ -122,49 +111,47 @@ TEST(AdaptTest, SteadyPassIsWhatAdaptWriteAnswers) {
             bool switched;
             EXPECT_EQ(AdaptWrite(&b, true, enter, leave, &switched), AdaptDecision::kPass);
             EXPECT_FALSE(switched);
-            EXPECT_EQ(PackShape(b), kSteadyPassive);
+            EXPECT_TRUE(AdaptSteady(b));
+            EXPECT_EQ(b.burst_writes, a.burst_writes);
+            EXPECT_EQ(b.streak, a.streak);
           }
         }
       }
     }
   }
-  EXPECT_EQ(steady, 2);  // the first write ever, and the steady state
-  EXPECT_FALSE(AdaptSteadyPass(PackShape(AdaptiveShape{true, 0, 1})));
-  EXPECT_FALSE(AdaptSteadyPass(PackShape(AdaptiveShape{false, 1, 1})));
-  EXPECT_FALSE(AdaptSteadyPass(PackShape(AdaptiveShape{false, 0, 2})));
+  EXPECT_EQ(steady, 1);
+  EXPECT_FALSE(AdaptSteady(AdaptiveShape{}));  // no burst yet: AdaptWrite's to decide
 }
 
-// Bursts of random shapes, each through the shortcut where it applies and
-// through AdaptWrite alone: the same decisions, switches and shapes.
-TEST(AdaptTest, ShortcutThenRuleMatchesTheRuleAlone) {
+// Bursts of random shapes, through AdaptWrite alone and with a burst's first
+// write skipped whenever the shape is steady: the same decisions, switches
+// and shapes.
+TEST(AdaptTest, SkippingSteadyFirstWritesMatchesTheRuleAlone) {
   std::mt19937 rng(16);
   for (int round = 0; round < 50; ++round) {
     const uint32_t enter = 1 + rng() % 3, leave = 1 + rng() % 4;
-    AdaptiveShape rule;
-    uint64_t word = 0;
-    int shortcuts = 0;
+    AdaptiveShape rule, skipping;
+    int skipped = 0;
     for (int burst = 0; burst < 200; ++burst) {
-      // Long runs of one shape with changes, as a real socket has.
+      // Runs of one shape with changes, as a real socket has.
       const int writes = (burst / 20 + round) % 3 == 0 ? 1 + static_cast<int>(rng() % 4) : (rng() % 8 == 0 ? 2 : 1);
       for (int i = 0; i < writes; ++i) {
-        bool switched_rule, switched_word = false;
+        bool switched_rule, switched_skipping = false;
         const AdaptDecision d_rule = AdaptWrite(&rule, i == 0, enter, leave, &switched_rule);
-        AdaptDecision d_word;
-        if (i == 0 && AdaptSteadyPass(word)) {
-          ++shortcuts;
-          d_word = AdaptDecision::kPass;
-          word = kSteadyPassive;
+        AdaptDecision d_skipping = AdaptDecision::kPass;
+        if (i == 0 && AdaptSteady(skipping)) {
+          ++skipped;
         } else {
-          AdaptiveShape a = UnpackShape(word);
-          d_word = AdaptWrite(&a, i == 0, enter, leave, &switched_word);
-          word = PackShape(a);
+          d_skipping = AdaptWrite(&skipping, i == 0, enter, leave, &switched_skipping);
         }
-        ASSERT_EQ(d_word, d_rule) << "round " << round << " burst " << burst << " write " << i;
-        ASSERT_EQ(switched_word, switched_rule);
-        ASSERT_EQ(word, PackShape(rule));
+        ASSERT_EQ(d_skipping, d_rule) << "round " << round << " burst " << burst << " write " << i;
+        ASSERT_EQ(switched_skipping, switched_rule);
+        ASSERT_EQ(skipping.active, rule.active);
+        ASSERT_EQ(skipping.streak, rule.streak);
+        ASSERT_EQ(skipping.burst_writes, rule.burst_writes);
       }
     }
-    EXPECT_GT(shortcuts, 0);
+    EXPECT_GT(skipped, 0);
   }
 }
 

@@ -30,12 +30,9 @@ void Uncork(PolicyState* p, int fd, FlushCause cause) {
   // A corked burst's later writes skip the policy: the adaptive rule learns
   // their number here, before the read that ends the burst.
   const uint64_t burst_writes = p->socket->stats.burst_open_writes.Get();
-  if (p->settings->adaptive) {
-    AdaptiveShape shape = UnpackShape(p->shape.load(std::memory_order_relaxed));
-    if (burst_writes > shape.burst_writes) {
-      shape.burst_writes = static_cast<uint32_t>(burst_writes);
-      p->shape.store(PackShape(shape), std::memory_order_relaxed);
-    }
+  if (burst_writes > p->shape.burst_writes) {
+    p->shape.burst_writes = static_cast<uint32_t>(burst_writes);
+    p->steady_passive.store(false, std::memory_order_relaxed);  // the next write's AdaptWrite decides
   }
   SetCork(fd, 0);
   // Release: a write that finds the socket uncorked without the turn

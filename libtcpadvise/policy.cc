@@ -122,15 +122,14 @@ bool AdaptActs(PolicyState* p) {
   const PolicySettings& settings = *p->settings;
   const bool burst_start = p->socket->stats.burst_open_writes.Get() == 0;
   bool switched;
-  AdaptiveShape shape = UnpackShape(p->shape.load(std::memory_order_relaxed));
   const AdaptDecision decision =
-      AdaptWrite(&shape, burst_start, settings.adapt_enter_bursts, settings.adapt_leave_bursts, &switched);
-  p->shape.store(PackShape(shape), std::memory_order_relaxed);
+      AdaptWrite(&p->shape, burst_start, settings.adapt_enter_bursts, settings.adapt_leave_bursts, &switched);
+  p->steady_passive.store(AdaptSteady(p->shape), std::memory_order_relaxed);
   PolicyCounters& c = CountersOf(p);
   if (switched) c.adapt_switches.Increment();
-  if (shape.burst_writes == 1) {
+  if (p->shape.burst_writes == 1) {
     (decision == AdaptDecision::kAct ? c.bursts_held : c.bursts_passed).Increment();
-  } else if (shape.burst_writes == 2 && !shape.active) {
+  } else if (p->shape.burst_writes == 2 && !p->shape.active) {
     c.bursts_pieces.Increment();
   }
   return decision == AdaptDecision::kAct || HoldsSomething(p);
@@ -289,7 +288,8 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   p->pending_errno = 0;
   p->corked.store(false, std::memory_order_relaxed);
   p->app_corks = false;
-  p->shape.store(settings.adaptive ? PackShape(AdaptiveShape()) : kNotAdaptive, std::memory_order_relaxed);
+  p->shape = AdaptiveShape();
+  p->steady_passive.store(false, std::memory_order_relaxed);
   if (p->capacity != 0 && settings.coalesce_max_bytes != 0 && p->capacity != settings.coalesce_max_bytes) {
     FreeBuffers(p);
   }

@@ -15,7 +15,6 @@
 
 #include <atomic>
 
-#include "adapt.h"
 #include "config.h"
 #include "held_set.h"
 #include "policy_state.h"
@@ -68,11 +67,13 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
                     ssize_t (*passthrough)(void* context), void* context);
 
 // PassesUnheld is the write path of an adaptive cork or coalesce policy for
-// a steady passive socket (adapt.h: AdaptSteadyPass): a burst's first write
-// that the rule lets through, on a socket that holds nothing. It applies the
-// rule and counts the burst as PolicyWrite would, without the socket's turn;
-// true: the caller makes the call itself, as if no policy took the socket.
-// False for anything else (PolicyWrite then decides), changing nothing.
+// a steady passive socket (adapt.h: AdaptSteady): a burst's first write,
+// which the rule passes leaving the shape as it is, on a socket that holds
+// nothing. It counts the burst passed, as PolicyWrite would, without the
+// socket's turn; true: the caller makes the call itself, as if no policy
+// took the socket. False for anything else (PolicyWrite then decides),
+// changing nothing. The shape itself is only read, through steady_passive,
+// which the writes that take the turn set (AdaptActs).
 //
 // Why the write cannot pass bytes a policy holds or is releasing: a policy
 // stores held = 0 (Flush, SendHeldThen), corked = false (Uncork) and an
@@ -84,23 +85,19 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
 // before this write's call. The turn must be free too (acquire): a holder
 // mid-release or mid-write (the deadline thread, a ReleaseAll in another
 // thread) is left to finish under it. A write of another thread at the same
-// time is not ordered against this one, as in the kernel without the shim;
-// its shape update may then be lost, as a Counter's may (counter.h). A
-// signal handler that interrupted the shim (InterruptedShim) and a policy
+// time is not ordered against this one, as in the kernel without the shim.
+// A signal handler that interrupted the shim (InterruptedShim) and a policy
 // turned off or a socket gone take PolicyWrite's own paths. An orphaned
 // state needs no test: while its blocked writer holds the turn, the turn is
-// taken; once it gave it back nothing is held, and PolicyWrite would apply
-// the rule all the same.
+// taken; once it gave it back nothing is held, and PolicyWrite would pass
+// the write all the same.
 [[gnu::always_inline]] inline bool PassesUnheld(SocketState* s, PolicyState* p) {
-  if (!AdaptSteadyPass(p->shape.load(std::memory_order_relaxed)) || s->stats.burst_open_writes.Get() != 0) {
-    return false;
-  }
+  if (!p->steady_passive.load(std::memory_order_relaxed) || s->stats.burst_open_writes.Get() != 0) return false;
   if (!p->lock.Free() || p->held.load(std::memory_order_acquire) != 0 ||
       p->corked.load(std::memory_order_acquire) || p->overflow_length.load(std::memory_order_acquire) != 0 ||
       p->gone.load(std::memory_order_relaxed) || PolicyOff() || InterruptedShim()) {
     return false;
   }
-  p->shape.store(kSteadyPassive, std::memory_order_relaxed);
   Counter& passed = s->stats.policy_counters()->bursts_passed;
   passed.Set(passed.Get() + 1);  // Increment, which this cold branch would call
   return true;

@@ -66,11 +66,6 @@ class SocketTurn {
   std::atomic<bool> blocking_{false};
 };
 
-// kNotAdaptive is PolicyState::shape under a policy that is not adaptive:
-// never a steady passive shape (AdaptSteadyPass), so the write path's one
-// comparison also tells that the policy adapts.
-constexpr uint64_t kNotAdaptive = ~uint64_t{0};
-
 // PolicyState is guarded by its turn, except the atomics.
 struct PolicyState {
   SocketTurn lock;
@@ -90,10 +85,11 @@ struct PolicyState {
   // turn: the state is no longer the entry's and is never reused.
   std::atomic<bool> orphaned{false};
   bool in_held_set = false;
-  // The adaptive rule's view of the socket (adapt.h), packed (PackShape):
-  // updated by the socket's writes, under the turn or, for a steady passive
-  // socket, without it (PassesUnheld); kNotAdaptive under a fixed policy.
-  std::atomic<uint64_t> shape{0};
+  // The adaptive rule's view of the socket (adapt.h), and whether it is
+  // steady (AdaptSteady), set with it under the turn and read without it
+  // by the writes that pass it by (PassesUnheld); never under a fixed policy.
+  AdaptiveShape shape;
+  std::atomic<bool> steady_passive{false};
   // coalesce
   char* buffer = nullptr;
   uint32_t capacity = 0;

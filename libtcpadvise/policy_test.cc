@@ -63,6 +63,10 @@ PolicyCounters& Counters(PolicyFixture* f) { return *f->socket.stats.policy_coun
 
 TEST(PolicyTest, APassiveSocketPassesWithoutTheTurn) {
   PolicyFixture* f = NewFixture(true);
+  // The first burst is the rule's to see (PolicyWrite); it leaves the shape steady.
+  EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
+  ASSERT_EQ(AppWrite(f, "x", true), 1);
+  AppRead(f);
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(PassesUnheld(&f->socket, &f->state));
     EXPECT_TRUE(f->state.lock.Free());
@@ -70,23 +74,27 @@ TEST(PolicyTest, APassiveSocketPassesWithoutTheTurn) {
     f->socket.stats.burst_open_writes.Add(1);
     AppRead(f);
   }
-  EXPECT_EQ(f->state.shape.load(), kSteadyPassive);
-  EXPECT_EQ(Counters(f).bursts_passed.Get(), 3u);
-  EXPECT_EQ(f->pair.ReadAvailable(), "xxx");
+  EXPECT_TRUE(AdaptSteady(f->state.shape));
+  EXPECT_EQ(Counters(f).bursts_passed.Get(), 4u);
+  EXPECT_EQ(f->pair.ReadAvailable(), "xxxx");
   // A burst's second write is the rule's to decide: no lock-free pass.
-  ASSERT_TRUE(PassesUnheld(&f->socket, &f->state));
+  ASSERT_TRUE(PassesUnheld(&f->socket, &f->state));  // its first passes
   f->socket.stats.burst_open_writes.Set(1);
   EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
-  EXPECT_EQ(Counters(f).bursts_passed.Get(), 4u);
+  EXPECT_EQ(Counters(f).bursts_passed.Get(), 5u);
 }
 
 TEST(PolicyTest, NoLockFreePassWhileAnythingIsHeldOrTheTurnIsTaken) {
   PolicyFixture* f = NewFixture(true);
+  // The first write is the rule's (no burst seen yet); it leaves the socket steady.
+  EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
+  ASSERT_EQ(AppWrite(f, "x", true), 1);
+  AppRead(f);
+  ASSERT_TRUE(f->state.steady_passive.load());
   const auto refused = [f] {
-    const uint64_t shape = f->state.shape.load(), passed = Counters(f).bursts_passed.Get();
+    const uint64_t passed = Counters(f).bursts_passed.Get();
     const bool passes = PassesUnheld(&f->socket, &f->state);
-    EXPECT_EQ(f->state.shape.load(), shape) << "a refused pass changes nothing";
-    EXPECT_EQ(Counters(f).bursts_passed.Get(), passed);
+    EXPECT_EQ(Counters(f).bursts_passed.Get(), passed) << "a refused pass changes nothing";
     return !passes;
   };
   ASSERT_TRUE(f->state.lock.TryTake());  // the deadline thread, a release, a writer
@@ -108,12 +116,24 @@ TEST(PolicyTest, NoLockFreePassWhileAnythingIsHeldOrTheTurnIsTaken) {
   t_inside = &other;  // a signal handler that interrupted the shim
   EXPECT_TRUE(refused());
   t_inside = nullptr;
-  f->state.shape.store(kNotAdaptive);
+  f->state.steady_passive.store(false);  // active, a streak, a burst in pieces: the rule's
   EXPECT_TRUE(refused());
-  f->state.shape.store(PackShape(AdaptiveShape{true, 0, 1}));  // active: the rule acts
-  EXPECT_TRUE(refused());
-  f->state.shape.store(0);
+  f->state.steady_passive.store(true);
   EXPECT_TRUE(PassesUnheld(&f->socket, &f->state));
+  EXPECT_EQ(f->pair.ReadAvailable(), "x");
+}
+
+TEST(PolicyTest, AFixedPolicyNeverPassesWithoutTheTurn) {
+  PolicyFixture* f = NewFixture(true);
+  f->settings.adaptive = false;
+  for (int burst = 0; burst < 3; ++burst) {
+    EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
+    ASSERT_EQ(AppWrite(f, "y", true), 1);
+    EXPECT_EQ(f->state.held.load(), 1u);
+    AppRead(f);
+  }
+  EXPECT_EQ(Counters(f).bursts_passed.Get(), 0u);
+  EXPECT_EQ(f->pair.ReadAvailable(), "yyy");
 }
 
 // A socket that starts writing in pieces still turns active after
@@ -135,7 +155,8 @@ TEST(PolicyTest, ASocketWritingInPiecesStillTurnsActive) {
     }
     AppRead(f);
   }
-  EXPECT_TRUE(UnpackShape(f->state.shape.load()).active);
+  EXPECT_TRUE(f->state.shape.active);
+  EXPECT_FALSE(f->state.steady_passive.load());
   EXPECT_EQ(Counters(f).adapt_switches.Get(), 1u);
   EXPECT_EQ(Counters(f).bursts_passed.Get(), 3u);
   EXPECT_EQ(Counters(f).bursts_pieces.Get(), 2u);
@@ -169,7 +190,7 @@ TEST(PolicyTest, ASteadyPassiveWriteNeverPassesWhatIsHeld) {
   read_while_busy();
   ASSERT_EQ(AppWrite(f, "c", true), 1);  // turns passive, but goes behind b
   read_while_busy();
-  ASSERT_EQ(f->state.shape.load(), kSteadyPassive);
+  ASSERT_TRUE(f->state.steady_passive.load());
   ASSERT_EQ(f->state.held.load(), 2u);
   EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
   ASSERT_EQ(AppWrite(f, "d", true), 1);
@@ -199,7 +220,10 @@ TEST(PolicyTest, TheLockFreePassCountsAsPolicyWriteDoes) {
         for (int arm = 0; arm < 2; ++arm) {
           ASSERT_EQ(AppWrite(arms[arm], part, arm == 0), static_cast<ssize_t>(part.size()));
         }
-        ASSERT_EQ(arms[0]->state.shape.load(), arms[1]->state.shape.load()) << "burst " << burst << " write " << i;
+        const AdaptiveShape &a = arms[0]->state.shape, &b = arms[1]->state.shape;
+        ASSERT_TRUE(a.active == b.active && a.streak == b.streak && a.burst_writes == b.burst_writes)
+            << "burst " << burst << " write " << i;
+        ASSERT_EQ(arms[0]->state.steady_passive.load(), arms[1]->state.steady_passive.load());
       }
       for (PolicyFixture* f : arms) AppRead(f);
     }
