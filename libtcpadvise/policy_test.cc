@@ -18,7 +18,20 @@
 namespace tcpadvise {
 namespace {
 
-// Fixtures lives as long as the process: the deadline thread, once a test
+// LoadConfig loads the config of the test that goes through the hooks
+// (one adaptive coalesce rule for every socket) before any test starts the
+// deadline thread, as the shim loads its config before any write.
+const PolicyConfig* LoadConfig() {
+  static PolicyConfig config;
+  config.rule_count = 1;
+  config.rules[0].settings.coalesce = true;
+  config.rules[0].settings.coalesce_delay_us = 50;
+  g_policy_config = &config;
+  return &config;
+}
+const PolicyConfig* const g_config = LoadConfig();
+
+// NewFixture's fixtures live as long as the process: the deadline thread, once a test
 // started it, may still look at a state after its test ended.
 PolicyFixture* NewFixture(bool coalesce) {
   static std::vector<PolicyFixture*>* fixtures = new std::vector<PolicyFixture*>;
@@ -246,11 +259,6 @@ TEST(PolicyTest, TheLockFreePassCountsAsPolicyWriteDoes) {
 // is held: every record arrives once, each thread's in its order.
 TEST(PolicyTest, TwoThreadsWriteThroughAnAdaptiveSocketInOrder) {
   constexpr uint32_t kRecords = 4000;
-  static PolicyConfig config;
-  config.rule_count = 1;
-  config.rules[0].settings.coalesce = true;
-  config.rules[0].settings.coalesce_delay_us = 50;
-  g_policy_config = &config;
   ASSERT_TRUE(g_table.Init());
   TcpPair* pair = new TcpPair;  // the deadline thread may look at its state after the test
   SocketState* s = g_table.Track(pair->client, SocketIdentity{});
