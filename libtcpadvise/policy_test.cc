@@ -260,7 +260,7 @@ TEST(PolicyTest, TheLockFreePassCountsAsPolicyWriteDoes) {
 TEST(PolicyTest, TwoThreadsWriteThroughAnAdaptiveSocketInOrder) {
   constexpr uint32_t kRecords = 4000;
   ASSERT_TRUE(g_table.Init());
-  TcpPair* pair = new TcpPair;  // the deadline thread may look at its state after the test
+  static TcpPair* const pair = new TcpPair;  // the deadline thread may look at its state after the test
   SocketState* s = g_table.Track(pair->client, SocketIdentity{});
   ASSERT_NE(s, nullptr);
   AttachPolicy(pair->client, s, nullptr);
