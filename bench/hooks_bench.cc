@@ -288,6 +288,24 @@ void BM_CoalescedBurst_Syscall(benchmark::State& state) {
 }
 BENCHMARK(BM_CoalescedBurst_Syscall)->MinTime(1.0);
 
+// A passive socket under the adaptive coalesce policy (the default): bursts
+// of one write, each closed by a read, as a redis or nginx connection makes
+// them. Its writes pass straight through without the socket's turn
+// (policy.h: PassesUnheld): against BM_WriteRead_Stub_TrackedSocket, what
+// the adaptive rule costs such a socket.
+constexpr int kPassiveFd = 904;
+
+void BM_PassiveWriteRead_Stub(benchmark::State& state) {
+  Stubbed stubbed;
+  UnderCoalesce coalesce(kPassiveFd);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(hooks::Write(kPassiveFd, g_buf, 2));
+    benchmark::DoNotOptimize(hooks::Read(kPassiveFd, g_buf, 2));
+  }
+  g_table.Release(kPassiveFd);
+}
+BENCHMARK(BM_PassiveWriteRead_Stub);
+
 }  // namespace
 }  // namespace tcpadvise
 

@@ -22,7 +22,8 @@
 namespace tcpadvise {
 
 // AdaptiveShape is one socket's learnt shape; plain data, guarded by the
-// socket's turn.
+// socket's turn. Whether it is steady (AdaptSteady) is published apart, for
+// the writes that pass without the turn (policy.h: PassesUnheld).
 struct AdaptiveShape {
   bool active = false;
   uint32_t streak = 0;  // bursts in a row that argue for switching
@@ -62,6 +63,12 @@ inline AdaptDecision AdaptWrite(AdaptiveShape* a, bool burst_start, uint32_t ent
   ++a->burst_writes;
   return a->active || a->burst_writes > 1 ? AdaptDecision::kAct : AdaptDecision::kPass;
 }
+
+// AdaptSteady tells whether a is a steady passive shape: passive, no streak,
+// its last burst one write. AdaptWrite leaves it as it is for a burst's
+// first write, which it passes, whatever the thresholds: a burst's first
+// write on it can pass without AdaptWrite, and without changing the shape.
+inline bool AdaptSteady(const AdaptiveShape& a) { return !a.active && a.streak == 0 && a.burst_writes == 1; }
 
 }  // namespace tcpadvise
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <vector>
 
 namespace tcpadvise {
@@ -90,6 +91,68 @@ TEST(AdaptTest, EndBurstIgnoresEmptyBursts) {
   EXPECT_FALSE(AdaptEndBurst(&a, 0, 1, 1));
   EXPECT_TRUE(AdaptEndBurst(&a, 2, 1, 1));
   EXPECT_TRUE(a.active);
+}
+
+
+// A steady shape (AdaptSteady) is one that AdaptWrite leaves as it is for a
+// burst's first write, passing it, switching nothing, whatever the
+// thresholds: the write path skips AdaptWrite there (policy.h: PassesUnheld).
+TEST(AdaptTest, ASteadyShapeIsLeftAsItIsAndPasses) {
+  int steady = 0;
+  for (const bool active : {false, true}) {
+    for (uint32_t streak = 0; streak < 4; ++streak) {
+      for (uint32_t writes = 0; writes < 4; ++writes) {
+        const AdaptiveShape a{active, streak, writes};
+        if (!AdaptSteady(a)) continue;
+        ++steady;
+        for (uint32_t enter = 1; enter <= 3; ++enter) {
+          for (uint32_t leave = 1; leave <= 4; ++leave) {
+            AdaptiveShape b = a;
+            bool switched;
+            EXPECT_EQ(AdaptWrite(&b, true, enter, leave, &switched), AdaptDecision::kPass);
+            EXPECT_FALSE(switched);
+            EXPECT_TRUE(AdaptSteady(b));
+            EXPECT_EQ(b.burst_writes, a.burst_writes);
+            EXPECT_EQ(b.streak, a.streak);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(steady, 1);
+  EXPECT_FALSE(AdaptSteady(AdaptiveShape{}));  // no burst yet: AdaptWrite's to decide
+}
+
+// Bursts of random shapes, through AdaptWrite alone and with a burst's first
+// write skipped whenever the shape is steady: the same decisions, switches
+// and shapes.
+TEST(AdaptTest, SkippingSteadyFirstWritesMatchesTheRuleAlone) {
+  std::mt19937 rng(16);
+  for (int round = 0; round < 50; ++round) {
+    const uint32_t enter = 1 + rng() % 3, leave = 1 + rng() % 4;
+    AdaptiveShape rule, skipping;
+    int skipped = 0;
+    for (int burst = 0; burst < 200; ++burst) {
+      // Runs of one shape with changes, as a real socket has.
+      const int writes = (burst / 20 + round) % 3 == 0 ? 1 + static_cast<int>(rng() % 4) : (rng() % 8 == 0 ? 2 : 1);
+      for (int i = 0; i < writes; ++i) {
+        bool switched_rule, switched_skipping = false;
+        const AdaptDecision d_rule = AdaptWrite(&rule, i == 0, enter, leave, &switched_rule);
+        AdaptDecision d_skipping = AdaptDecision::kPass;
+        if (i == 0 && AdaptSteady(skipping)) {
+          ++skipped;
+        } else {
+          d_skipping = AdaptWrite(&skipping, i == 0, enter, leave, &switched_skipping);
+        }
+        ASSERT_EQ(d_skipping, d_rule) << "round " << round << " burst " << burst << " write " << i;
+        ASSERT_EQ(switched_skipping, switched_rule);
+        ASSERT_EQ(skipping.active, rule.active);
+        ASSERT_EQ(skipping.streak, rule.streak);
+        ASSERT_EQ(skipping.burst_writes, rule.burst_writes);
+      }
+    }
+    EXPECT_GT(skipped, 0);
+  }
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ ssize_t SendHeldThen(PolicyState* p, int fd, const iovec* iov, int iovcnt, int f
     }
     if (static_cast<size_t>(sent) >= held) {
       if (held != 0) NoteHoldEnded(p, FlushCause::kLimit);
-      p->held.store(0, std::memory_order_relaxed);
+      p->held.store(0, std::memory_order_release);  // after the send: see PassesUnheld
       p->nonblocking_ok = static_cast<size_t>(sent) - held == app_bytes;
       const ssize_t app_sent = sent - static_cast<ssize_t>(held);
       if (app_sent == 0 && app_bytes != 0) {
@@ -165,12 +165,14 @@ bool Flush(PolicyState* p, int fd, FlushCause cause, bool may_block) {
       CountersOf(p).deferred_errors.Add(ErrnoSlot(errno), 1);
       p->pending_errno = errno;
       NoteHoldEnded(p, cause);
-      p->held.store(0, std::memory_order_relaxed);
+      p->held.store(0, std::memory_order_release);
       return true;
     }
     if (static_cast<uint32_t>(sent) == held) {
       NoteHoldEnded(p, cause);
-      p->held.store(0, std::memory_order_relaxed);
+      // Release, once the kernel has the bytes: a write that finds nothing
+      // held without the turn (PassesUnheld) goes after them.
+      p->held.store(0, std::memory_order_release);
       p->nonblocking_ok = true;
       return true;
     }

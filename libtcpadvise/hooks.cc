@@ -141,12 +141,14 @@ template <typename Call>
 }
 
 // Written runs a write-family call on a tracked socket: through the policy
-// when one takes the socket's writes, else straight to libc; recorded either
-// way as the application saw it.
+// when one takes the socket's writes, else straight to libc (an adaptive
+// policy's steady passive socket too: PassesUnheld); recorded either way as
+// the application saw it.
 template <typename Call>
 [[gnu::always_inline]] inline ssize_t Written(SocketState* s, int fd, WriteApi api, uint64_t iovcnt,
                                               const iovec* data, int data_count, int flags, bool special, Call call) {
-  const ssize_t result = __builtin_expect(s->stats.policy == nullptr, 1)
+  PolicyState* p = s->stats.policy;
+  const ssize_t result = __builtin_expect(p == nullptr, 1) || PassesUnheld(s, p)
                              ? TrackedWrite(s, api, iovcnt, call)
                              : WrittenUnderPolicy(s, fd, api, iovcnt, data, data_count, flags, special, call);
   if (result >= 0 && data != nullptr) CountPartialWrite(s, static_cast<size_t>(result), data, data_count);
@@ -382,7 +384,7 @@ ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags) {
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return LibcSendmsg(fd, msg, flags);
   const auto call = [=] { return LibcSendmsg(fd, msg, flags); };
-  if (__builtin_expect(s->stats.policy == nullptr, 1)) {
+  if (PolicyState* p = s->stats.policy; __builtin_expect(p == nullptr, 1) || PassesUnheld(s, p)) {
     // msg is read only after the kernel accepted it: a bad one gets EFAULT.
     return TrackedWrite(s, WriteApi::kSendmsg, [msg]() -> uint64_t { return msg->msg_iovlen; }, call);
   }

@@ -25,18 +25,14 @@ namespace tcpadvise {
 
 __thread PolicyState* t_inside = nullptr;
 __thread bool t_in_shared = false;
+std::atomic<const char*> g_fail_open{nullptr};
 
 namespace {
-
-// g_fail_open is the reason the policy turned itself off, or nullptr.
-std::atomic<const char*> g_fail_open{nullptr};
 
 // kBoundedTurnTries bounds how long a close or an exit path waits for a
 // socket's turn (about 100 ms): a turn held longer belongs to a writer
 // blocked in the kernel, which sends the bytes itself.
 constexpr int kBoundedTurnTries = 200;
-
-bool PolicyOff() { return g_fail_open.load(std::memory_order_relaxed) != nullptr; }
 
 // TakeTurnBounded takes p's turn, waiting at most about 100 ms.
 bool TakeTurnBounded(PolicyState* p) {
@@ -128,6 +124,7 @@ bool AdaptActs(PolicyState* p) {
   bool switched;
   const AdaptDecision decision =
       AdaptWrite(&p->shape, burst_start, settings.adapt_enter_bursts, settings.adapt_leave_bursts, &switched);
+  p->steady_passive.store(AdaptSteady(p->shape), std::memory_order_relaxed);
   PolicyCounters& c = CountersOf(p);
   if (switched) c.adapt_switches.Increment();
   if (p->shape.burst_writes == 1) {
@@ -292,6 +289,7 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   p->corked.store(false, std::memory_order_relaxed);
   p->app_corks = false;
   p->shape = AdaptiveShape();
+  p->steady_passive.store(false, std::memory_order_relaxed);
   if (p->capacity != 0 && settings.coalesce_max_bytes != 0 && p->capacity != settings.coalesce_max_bytes) {
     FreeBuffers(p);
   }

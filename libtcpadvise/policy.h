@@ -13,6 +13,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <atomic>
+
 #include "config.h"
 #include "held_set.h"
 #include "policy_state.h"
@@ -26,6 +28,11 @@ extern const PolicyConfig* g_policy_config;
 // g_config_quickack: a rule of the loaded config re-arms TCP_QUICKACK after
 // each read that got data.
 extern bool g_config_quickack;
+
+// g_fail_open is the reason the policy turned itself off (PolicyFailOpen),
+// or nullptr.
+extern std::atomic<const char*> g_fail_open;
+inline bool PolicyOff() { return g_fail_open.load(std::memory_order_relaxed) != nullptr; }
 
 // PolicyTakesRead tells whether a read on a tracked socket goes through the
 // policies' read path (hooks.cc: ReadUnderPolicy): some socket holds bytes
@@ -58,6 +65,43 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer);
 // call unchanged. Returns what the application must see, errno set likewise.
 ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool app_iov, int flags, bool special,
                     ssize_t (*passthrough)(void* context), void* context);
+
+// PassesUnheld is the write path of an adaptive cork or coalesce policy for
+// a steady passive socket (adapt.h: AdaptSteady): a burst's first write,
+// which the rule passes leaving the shape as it is, on a socket that holds
+// nothing. It counts the burst passed, as PolicyWrite would, without the
+// socket's turn; true: the caller makes the call itself, as if no policy
+// took the socket. False for anything else (PolicyWrite then decides),
+// changing nothing. The shape itself is only read, through steady_passive,
+// which the writes that take the turn set (AdaptActs).
+//
+// Why the write cannot pass bytes a policy holds or is releasing: a policy
+// stores held = 0 (Flush, SendHeldThen), corked = false (Uncork) and an
+// emptied overflow (DrainOverflowSlow) with release, only after the kernel
+// took those bytes; this reads them with acquire. So whatever was held
+// before this write (by this thread, or by a write the application ordered
+// before it with its own synchronization) either is still seen held, and the
+// write takes PolicyWrite behind it, or reached the kernel's socket queue
+// before this write's call. The turn must be free too (acquire): a holder
+// mid-release or mid-write (the deadline thread, a ReleaseAll in another
+// thread) is left to finish under it. A write of another thread at the same
+// time is not ordered against this one, as in the kernel without the shim.
+// A signal handler that interrupted the shim (InterruptedShim) and a policy
+// turned off or a socket gone take PolicyWrite's own paths. An orphaned
+// state needs no test: while its blocked writer holds the turn, the turn is
+// taken; once it gave it back nothing is held, and PolicyWrite would pass
+// the write all the same.
+[[gnu::always_inline]] inline bool PassesUnheld(SocketState* s, PolicyState* p) {
+  if (!p->steady_passive.load(std::memory_order_relaxed) || s->stats.burst_open_writes.Get() != 0) return false;
+  if (!p->lock.Free() || p->held.load(std::memory_order_acquire) != 0 ||
+      p->corked.load(std::memory_order_acquire) || p->overflow_length.load(std::memory_order_acquire) != 0 ||
+      p->gone.load(std::memory_order_relaxed) || PolicyOff() || InterruptedShim()) {
+    return false;
+  }
+  Counter& passed = s->stats.policy_counters()->bursts_passed;
+  passed.Set(passed.Get() + 1);  // Increment, which this cold branch would call
+  return true;
+}
 
 // ReleaseAll flushes or uncorks every socket that holds something, waiting
 // for a blocking socket's buffer if need be; cheap when none holds anything.

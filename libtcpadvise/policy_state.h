@@ -38,6 +38,9 @@ class SocketTurn {
     taken_.store(false, std::memory_order_release);
   }
   bool Taken() const { return taken_.load(std::memory_order_relaxed); }
+  // SocketTurn::Free tells whether nobody holds the turn; seeing it free
+  // after a holder gave it back, the caller sees all the holder did.
+  bool Free() const { return !taken_.load(std::memory_order_acquire); }
   // SocketTurn::SetBlocking marks the holder as about to wait in the kernel.
   void SetBlocking(bool blocking) { blocking_.store(blocking, std::memory_order_relaxed); }
   bool HolderMayBlock() const { return blocking_.load(std::memory_order_relaxed); }
@@ -82,8 +85,11 @@ struct PolicyState {
   // turn: the state is no longer the entry's and is never reused.
   std::atomic<bool> orphaned{false};
   bool in_held_set = false;
-  // The adaptive rule's view of the socket (adapt.h).
+  // The adaptive rule's view of the socket (adapt.h), and whether it is
+  // steady (AdaptSteady), set with it under the turn and read without it
+  // by the writes that pass it by (PassesUnheld); never under a fixed policy.
   AdaptiveShape shape;
+  std::atomic<bool> steady_passive{false};
   // coalesce
   char* buffer = nullptr;
   uint32_t capacity = 0;

@@ -1,0 +1,317 @@
+#include "policy.h"
+
+#include <gtest/gtest.h>
+#include <string.h>
+
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coalesce.h"
+#include "deadline_thread.h"
+#include "held_set.h"
+#include "hooks.h"
+#include "policy_test_util.h"
+#include "socket_table.h"
+
+namespace tcpadvise {
+namespace {
+
+// LoadConfig loads the config of the test that goes through the hooks
+// (one adaptive coalesce rule for every socket) before any test starts the
+// deadline thread, as the shim loads its config before any write.
+const PolicyConfig* LoadConfig() {
+  static PolicyConfig config;
+  config.rule_count = 1;
+  config.rules[0].settings.coalesce = true;
+  config.rules[0].settings.coalesce_delay_us = 50;
+  g_policy_config = &config;
+  return &config;
+}
+const PolicyConfig* const g_config = LoadConfig();
+
+// NewFixture's fixtures live as long as the process: the deadline thread, once a test
+// started it, may still look at a state after its test ended.
+PolicyFixture* NewFixture(bool coalesce) {
+  static std::vector<PolicyFixture*>* fixtures = new std::vector<PolicyFixture*>;
+  fixtures->push_back(new PolicyFixture(coalesce));
+  // Deadlines far beyond a test's bursts: what is held is released by the
+  // test's reads, as the rule's counters are compared.
+  fixtures->back()->settings.cork_delay_us = kMaxCorkDelayUs;
+  fixtures->back()->settings.coalesce_delay_us = kMaxCorkDelayUs;
+  return fixtures->back();
+}
+
+struct Passthrough {
+  int fd;
+  iovec iov;
+  static ssize_t Call(void* context) {
+    auto* p = static_cast<Passthrough*>(context);
+    return LibcWrite(p->fd, p->iov.iov_base, p->iov.iov_len);
+  }
+};
+
+// AppWrite writes text as the write hook does (hooks.cc: Written): the
+// lock-free pass when it applies and fast is set, else PolicyWrite; then the
+// burst counts one more write (SocketState::OnWrite).
+ssize_t AppWrite(PolicyFixture* f, const std::string& text, bool fast) {
+  Passthrough pass = {f->pair.client, {const_cast<char*>(text.data()), text.size()}};
+  const ssize_t r = fast && PassesUnheld(&f->socket, &f->state)
+                        ? Passthrough::Call(&pass)
+                        : PolicyWrite(&f->socket, f->pair.client, &pass.iov, 1, false, 0, false, Passthrough::Call, &pass);
+  f->socket.stats.burst_open_writes.Add(1);
+  return r;
+}
+
+// AppRead does what a read does to the policy and the burst: what is held
+// leaves first (hooks.cc: ReadUnderPolicy), then the burst is closed.
+void AppRead(PolicyFixture* f) {
+  // A release skips a socket whose turn the deadline thread has this instant.
+  while (HoldsSomething(&f->state)) ReleaseAll(FlushCause::kRead);
+  f->socket.stats.burst_open_writes.Set(0);
+}
+
+PolicyCounters& Counters(PolicyFixture* f) { return *f->socket.stats.policy_counters(); }
+
+TEST(PolicyTest, APassiveSocketPassesWithoutTheTurn) {
+  PolicyFixture* f = NewFixture(true);
+  // The first burst is the rule's to see (PolicyWrite); it leaves the shape steady.
+  EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
+  ASSERT_EQ(AppWrite(f, "x", true), 1);
+  AppRead(f);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(PassesUnheld(&f->socket, &f->state));
+    EXPECT_TRUE(f->state.lock.Free());
+    ASSERT_EQ(LibcWrite(f->pair.client, "x", 1), 1);  // the hook makes the call itself
+    f->socket.stats.burst_open_writes.Add(1);
+    AppRead(f);
+  }
+  EXPECT_TRUE(AdaptSteady(f->state.shape));
+  EXPECT_EQ(Counters(f).bursts_passed.Get(), 4u);
+  EXPECT_EQ(f->pair.ReadAvailable(), "xxxx");
+  // A burst's second write is the rule's to decide: no lock-free pass.
+  ASSERT_TRUE(PassesUnheld(&f->socket, &f->state));  // its first passes
+  f->socket.stats.burst_open_writes.Set(1);
+  EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
+  EXPECT_EQ(Counters(f).bursts_passed.Get(), 5u);
+}
+
+TEST(PolicyTest, NoLockFreePassWhileAnythingIsHeldOrTheTurnIsTaken) {
+  PolicyFixture* f = NewFixture(true);
+  // The first write is the rule's (no burst seen yet); it leaves the socket steady.
+  EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
+  ASSERT_EQ(AppWrite(f, "x", true), 1);
+  AppRead(f);
+  ASSERT_TRUE(f->state.steady_passive.load());
+  const auto refused = [f] {
+    const uint64_t passed = Counters(f).bursts_passed.Get();
+    const bool passes = PassesUnheld(&f->socket, &f->state);
+    EXPECT_EQ(Counters(f).bursts_passed.Get(), passed) << "a refused pass changes nothing";
+    return !passes;
+  };
+  ASSERT_TRUE(f->state.lock.TryTake());  // the deadline thread, a release, a writer
+  EXPECT_TRUE(refused());
+  f->state.lock.Give();
+  f->state.held.store(3);
+  EXPECT_TRUE(refused());
+  f->state.held.store(0);
+  f->state.corked.store(true);
+  EXPECT_TRUE(refused());
+  f->state.corked.store(false);
+  f->state.overflow_length.store(5);  // a signal handler's write, not yet sent
+  EXPECT_TRUE(refused());
+  f->state.overflow_length.store(0);
+  f->state.gone.store(true);
+  EXPECT_TRUE(refused());
+  f->state.gone.store(false);
+  PolicyState other;
+  t_inside = &other;  // a signal handler that interrupted the shim
+  EXPECT_TRUE(refused());
+  t_inside = nullptr;
+  f->state.steady_passive.store(false);  // active, a streak, a burst in pieces: the rule's
+  EXPECT_TRUE(refused());
+  f->state.steady_passive.store(true);
+  EXPECT_TRUE(PassesUnheld(&f->socket, &f->state));
+  EXPECT_EQ(f->pair.ReadAvailable(), "x");
+}
+
+TEST(PolicyTest, AFixedPolicyNeverPassesWithoutTheTurn) {
+  PolicyFixture* f = NewFixture(true);
+  f->settings.adaptive = false;
+  for (int burst = 0; burst < 3; ++burst) {
+    EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
+    ASSERT_EQ(AppWrite(f, "y", true), 1);
+    EXPECT_EQ(f->state.held.load(), 1u);
+    AppRead(f);
+  }
+  EXPECT_EQ(Counters(f).bursts_passed.Get(), 0u);
+  EXPECT_EQ(f->pair.ReadAvailable(), "yyy");
+}
+
+// A socket that starts writing in pieces still turns active after
+// enter_bursts such bursts, and the next one is held from its first write,
+// never passed ahead of what is held.
+TEST(PolicyTest, ASocketWritingInPiecesStillTurnsActive) {
+  PolicyFixture* f = NewFixture(true);
+  f->settings.adapt_enter_bursts = 2;
+  std::string sent;
+  for (int burst = 0; burst < 5; ++burst) {
+    const int writes = burst == 0 ? 1 : 2;
+    for (int i = 0; i < writes; ++i) {
+      const std::string part = std::to_string(burst) + ":" + std::to_string(i) + ";";
+      ASSERT_EQ(AppWrite(f, part, true), static_cast<ssize_t>(part.size()));
+      sent += part;
+      if (burst == 3 && i == 0) {
+        EXPECT_EQ(f->state.held.load(), part.size()) << "active: held from the first write";
+      }
+    }
+    AppRead(f);
+  }
+  EXPECT_TRUE(f->state.shape.active);
+  EXPECT_FALSE(f->state.steady_passive.load());
+  EXPECT_EQ(Counters(f).adapt_switches.Get(), 1u);
+  EXPECT_EQ(Counters(f).bursts_passed.Get(), 3u);
+  EXPECT_EQ(Counters(f).bursts_pieces.Get(), 2u);
+  EXPECT_EQ(Counters(f).bursts_held.Get(), 2u);
+  EXPECT_EQ(f->pair.ReadAvailable(), sent);
+  // A held write is never passed: the next write goes behind it.
+  ASSERT_EQ(AppWrite(f, "a", true), 1);
+  EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
+  AppRead(f);
+  EXPECT_EQ(f->pair.ReadAvailable(), "a");
+}
+
+// A socket turned passive again while its last bytes are still held (the
+// reads' releases found its turn taken, by the deadline thread say): its
+// next single write finds the steady passive shape, and must still go
+// behind them.
+TEST(PolicyTest, ASteadyPassiveWriteNeverPassesWhatIsHeld) {
+  PolicyFixture* f = NewFixture(true);
+  f->settings.adapt_enter_bursts = 1;
+  f->settings.adapt_leave_bursts = 1;
+  const auto read_while_busy = [f] {
+    ASSERT_TRUE(f->state.lock.TryTake());
+    ReleaseAll(FlushCause::kRead);  // skips the busy socket
+    f->state.lock.Give();
+    f->socket.stats.burst_open_writes.Set(0);
+  };
+  ASSERT_EQ(AppWrite(f, "a1", true), 2);
+  ASSERT_EQ(AppWrite(f, "a2", true), 2);
+  AppRead(f);
+  ASSERT_EQ(AppWrite(f, "b", true), 1);  // turns active: held
+  read_while_busy();
+  ASSERT_EQ(AppWrite(f, "c", true), 1);  // turns passive, but goes behind b
+  read_while_busy();
+  ASSERT_TRUE(f->state.steady_passive.load());
+  ASSERT_EQ(f->state.held.load(), 2u);
+  EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
+  ASSERT_EQ(AppWrite(f, "d", true), 1);
+  AppRead(f);
+  EXPECT_EQ(f->pair.ReadAvailable(), "a1a2bcd");
+}
+
+// The same bursts through the lock-free pass where it applies and through
+// PolicyWrite alone: the same shape, counters and bytes, under cork and
+// coalesce, with the socket switching both ways.
+TEST(PolicyTest, TheLockFreePassCountsAsPolicyWriteDoes) {
+  for (const bool coalesce : {true, false}) {
+    std::mt19937 rng(coalesce ? 11 : 12);
+    PolicyFixture* arms[2] = {NewFixture(coalesce), NewFixture(coalesce)};
+    for (PolicyFixture* f : arms) {
+      f->settings.adapt_enter_bursts = 2;
+      f->settings.adapt_leave_bursts = 3;
+    }
+    std::string sent;
+    for (int burst = 0; burst < 300; ++burst) {
+      // Runs of one shape, changing mid-life, with strays.
+      const bool pieces = (burst / 30) % 2 == 1;
+      const int writes = pieces ? (rng() % 6 == 0 ? 1 : 2 + static_cast<int>(rng() % 3)) : (rng() % 6 == 0 ? 2 : 1);
+      for (int i = 0; i < writes; ++i) {
+        const std::string part = std::to_string(burst) + "." + std::to_string(i) + ",";
+        sent += part;
+        for (int arm = 0; arm < 2; ++arm) {
+          ASSERT_EQ(AppWrite(arms[arm], part, arm == 0), static_cast<ssize_t>(part.size()));
+        }
+        const AdaptiveShape &a = arms[0]->state.shape, &b = arms[1]->state.shape;
+        ASSERT_TRUE(a.active == b.active && a.streak == b.streak && a.burst_writes == b.burst_writes)
+            << "burst " << burst << " write " << i;
+        ASSERT_EQ(arms[0]->state.steady_passive.load(), arms[1]->state.steady_passive.load());
+      }
+      for (PolicyFixture* f : arms) AppRead(f);
+    }
+    const PolicyCounters &fast = Counters(arms[0]), &slow = Counters(arms[1]);
+    EXPECT_EQ(fast.bursts_passed.Get(), slow.bursts_passed.Get());
+    EXPECT_EQ(fast.bursts_held.Get(), slow.bursts_held.Get());
+    EXPECT_EQ(fast.bursts_pieces.Get(), slow.bursts_pieces.Get());
+    EXPECT_EQ(fast.adapt_switches.Get(), slow.adapt_switches.Get());
+    EXPECT_EQ(fast.corks.Get(), slow.corks.Get());
+    EXPECT_EQ(fast.bytes_held.Get(), slow.bytes_held.Get());
+    EXPECT_GE(fast.adapt_switches.Get(), 4u) << "the bursts switch the socket both ways";
+    EXPECT_GT(fast.bursts_passed.Get(), 100u);
+    for (PolicyFixture* f : arms) EXPECT_EQ(f->pair.ReadAvailable(), sent);
+  }
+}
+
+// kRecords records of 8 bytes (writer, sequence) from each of two threads
+// through the write hooks on one adaptive coalesce socket, in bursts of one
+// to three writes closed by a read, while the deadline thread releases what
+// is held: every record arrives once, each thread's in its order.
+TEST(PolicyTest, TwoThreadsWriteThroughAnAdaptiveSocketInOrder) {
+  constexpr uint32_t kRecords = 4000;
+  ASSERT_TRUE(g_table.Init());
+  static TcpPair* const pair = new TcpPair;  // the deadline thread may look at its state after the test
+  SocketState* s = g_table.Track(pair->client, SocketIdentity{});
+  ASSERT_NE(s, nullptr);
+  AttachPolicy(pair->client, s, nullptr);
+  ASSERT_NE(s->stats.policy, nullptr);
+  ASSERT_TRUE(s->stats.policy->settings->adaptive);
+
+  std::string got;
+  std::thread reader([&] {
+    char buf[65536];
+    while (got.size() < 2 * kRecords * 8) {
+      const ssize_t n = read(pair->server, buf, sizeof(buf));
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+  });
+  const auto writer = [&](uint32_t id) {
+    std::mt19937 rng(id);
+    for (uint32_t seq = 0; seq < kRecords;) {
+      const uint32_t writes = rng() % 4 == 0 ? 1 + rng() % 3 : 1;  // mostly one write a burst
+      for (uint32_t i = 0; i < writes && seq < kRecords; ++i, ++seq) {
+        const uint32_t record[2] = {id, seq};
+        ASSERT_EQ(seq % 2 ? hooks::Write(pair->client, record, sizeof(record))
+                          : hooks::Send(pair->client, record, sizeof(record), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(sizeof(record)));
+      }
+      char byte;
+      ASSERT_EQ(hooks::Recv(pair->client, &byte, 1, MSG_DONTWAIT), -1);  // the burst ends
+    }
+  };
+  std::thread a(writer, 1), b(writer, 2);
+  a.join();
+  b.join();
+  for (int i = 0; i < 2000 && AnyHeld(); ++i) {
+    char byte;
+    hooks::Recv(pair->client, &byte, 1, MSG_DONTWAIT);
+    usleep(1000);
+  }
+  reader.join();
+  ASSERT_EQ(got.size(), 2 * kRecords * 8);
+  uint32_t next[3] = {0, 0, 0};
+  for (size_t at = 0; at < got.size(); at += 8) {
+    uint32_t record[2];
+    memcpy(record, got.data() + at, sizeof(record));
+    ASSERT_TRUE(record[0] == 1 || record[0] == 2) << "at " << at;
+    ASSERT_EQ(record[1], next[record[0]]) << "writer " << record[0] << " at " << at;
+    ++next[record[0]];
+  }
+  const PolicyCounters& c = *s->stats.policy_counters();
+  EXPECT_GT(c.bursts_passed.Get(), 0u);
+  EXPECT_GT(c.bytes_held.Get(), 0u);
+}
+
+}  // namespace
+}  // namespace tcpadvise
