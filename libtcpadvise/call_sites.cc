@@ -599,6 +599,10 @@ long UnwinderWrite(const void* addr, size_t n) {
   return 1;
 }
 
+// kGlibcInternalSignals are SIGCANCEL and SIGSETXID's bits, which glibc's
+// sigdelset refuses to clear.
+constexpr unsigned long kGlibcInternalSignals = 3ul << 31;
+
 int UnwinderSigprocmask(int how, const sigset_t* set, sigset_t* old) {
   sigset_t next = t_unwinder_mask;
   if (set != nullptr) {
@@ -607,9 +611,12 @@ int UnwinderSigprocmask(int how, const sigset_t* set, sigset_t* old) {
         sigorset(&next, &t_unwinder_mask, set);
         break;
       case SIG_UNBLOCK:
-        for (int sig = 1; sig < NSIG; ++sig) {
-          if (sigismember(set, sig) == 1) sigdelset(&next, sig);
-        }
+        // Signals 1 to NSIG - 1 are the first word's bits: one and-not, not
+        // a sigdelset call a signal (libunwind unblocks twice a frame
+        // stepped). Like sigdelset, it leaves glibc's internal signals (32,
+        // 33: thread cancellation and setxid) alone.
+        static_assert(NSIG - 1 <= 8 * sizeof(next.__val[0]), "a mask's signals fit in its first word");
+        next.__val[0] &= ~(set->__val[0] & ~kGlibcInternalSignals);
         break;
       case SIG_SETMASK:
         next = *set;

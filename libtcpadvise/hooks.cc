@@ -26,22 +26,36 @@ namespace tcpadvise {
 namespace hooks {
 namespace {
 
-// NoteWrite does what follows every write: the call sites' sampling (a
-// write that opened a burst ended the previous one) and, in a write that
-// did not read the clock, the snapshot check once in 256 writes, as reads do.
-[[gnu::always_inline]] inline void NoteWrite(SocketState* s, ssize_t result, uint64_t start) {
+// AfterSampledWrite runs at the write after one sampled for its call site
+// (SocketStats::kCallSiteSampled): the sampled write ended its burst if this
+// one, the socket's write-th, opened one. The flag stands for CallSiteDue(write
+// - 1) on the hot path: a call site records a burst's end only for a write it
+// sampled.
+[[gnu::noinline]] void AfterSampledWrite(SocketState* s, uint64_t write) {
+  s->stats.buckets_apart.fetch_and(static_cast<uint8_t>(~SocketStats::kCallSiteSampled), std::memory_order_relaxed);
+  if (s->stats.burst_open_writes.Get() == 1 && write > 1) CallSiteBurstEnded(s->id.cookie, write - 1);
+}
+
+// SampleWrite samples the socket's write-th write for its call site.
+[[gnu::noinline]] void SampleWrite(SocketState* s, uint64_t write, ssize_t result) {
+  const bool opened = s->stats.burst_open_writes.Get() == 1;
+  SampleCallSite(s->id.cookie, s->id.ServiceKey(), g_runtime.pid, write, static_cast<uint64_t>(result), opened);
+  s->stats.buckets_apart.fetch_or(SocketStats::kCallSiteSampled, std::memory_order_relaxed);
+}
+
+// NoteWrite does what follows every write, the socket's write-th: the call
+// sites' sampling and, in a write that did not read the clock, the snapshot
+// check once in 256 writes, as reads do.
+[[gnu::always_inline]] inline void NoteWrite(SocketState* s, ssize_t result, uint64_t start, uint64_t write) {
   if (result > 0) {
-    const uint64_t write = s->stats.write_calls.Get();
-    const bool opened = s->stats.burst_open_writes.Get() == 1;
-    // The previous write ended its burst if this one opened one.
-    if (opened && write > 1 && CallSiteDue(write - 1)) CallSiteBurstEnded(s->id.cookie, write - 1);
-    if (CallSiteDue(write)) {
-      SampleCallSite(s->id.cookie, s->id.ServiceKey(), g_runtime.pid, write, static_cast<uint64_t>(result), opened);
+    if (__builtin_expect(s->stats.buckets_apart.load(std::memory_order_relaxed) & SocketStats::kCallSiteSampled, 0)) {
+      AfterSampledWrite(s, write);
     }
+    if (CallSiteDue(write)) SampleWrite(s, write, result);
   }
   if (start != 0) {
     MaybeSnapshot(start);
-  } else if (__builtin_expect((s->stats.write_calls.Get() & 255) == 0, 0)) {
+  } else if (__builtin_expect((write & 255) == 0, 0)) {
     MaybeSnapshot(ReadTicks());
   }
 }
@@ -63,8 +77,8 @@ template <typename Count, typename Call>
   } else {
     count = iovcnt;
   }
-  s->OnWrite(api, result, result < 0 ? errno : 0, count, start, syscall_ticks, code);
-  NoteWrite(s, result, start);
+  const uint64_t write = s->OnWrite(api, result, result < 0 ? errno : 0, count, start, syscall_ticks, code);
+  NoteWrite(s, result, start, write);
   return result;
 }
 
@@ -96,8 +110,8 @@ template <bool kInlineRecorded = false, typename Count, typename Call>
     }
   }
   const ssize_t result = call();
-  s->OnWrite(api, result, result < 0 ? errno : 0, 0, 0, 0, kUnrecordedCode);
-  NoteWrite(s, result, 0);
+  const uint64_t write = s->OnWrite(api, result, result < 0 ? errno : 0, 0, 0, 0, kUnrecordedCode);
+  NoteWrite(s, result, 0, write);
   return result;
 }
 
@@ -161,8 +175,8 @@ constexpr int kOrdinaryFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
 // RecordRead records a read-family call's outcome. A program that only
 // reads still gets its snapshots: every 256th read looks at the clock.
 [[gnu::always_inline]] inline void RecordRead(SocketState* s, ReadApi api, int flags, ssize_t result) {
-  s->OnRead(api, result, result < 0 ? errno : 0, (flags & MSG_PEEK) != 0);
-  if (__builtin_expect((s->stats.read_calls.Get() & 255) == 0, 0)) MaybeSnapshot(ReadTicks());
+  const uint64_t reads = s->OnRead(api, result, result < 0 ? errno : 0, (flags & MSG_PEEK) != 0);
+  if (__builtin_expect((reads & 255) == 0, 0)) MaybeSnapshot(ReadTicks());
 }
 
 // ReadUnderPolicy is TrackedRead's path while a policy may act on a read: held
