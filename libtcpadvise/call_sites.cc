@@ -221,8 +221,11 @@ struct Unwinder {
 };
 Unwinder g_unw;
 
-// t_unwinder_mask is the mask libunwind believes it sets (UnwinderSigprocmask).
-__thread sigset_t t_unwinder_mask;
+// t_unwinder_mask is the mask libunwind believes it sets
+// (UnwinderSigprocmask): signals 1 to 64, a sigset_t's first word, all the
+// kernel reads and writes of one (glibc passes it 8 bytes).
+__thread unsigned long t_unwinder_mask;
+static_assert(NSIG - 1 <= 8 * sizeof(t_unwinder_mask), "a mask's signals fit in its first word");
 
 // InsideLibunwind marks this thread as inside libunwind for its scope
 // (t_unwinding), with every signal blocked but those a fault raises, so
@@ -234,7 +237,7 @@ class InsideLibunwind {
     sigfillset(&block);
     for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&block, sig);
     pthread_sigmask(SIG_BLOCK, &block, &old_);
-    sigorset(&t_unwinder_mask, &old_, &block);
+    t_unwinder_mask = old_.__val[0] | block.__val[0];
     t_unwinding = true;
   }
   ~InsideLibunwind() {
@@ -603,30 +606,29 @@ long UnwinderWrite(const void* addr, size_t n) {
 // sigdelset refuses to clear.
 constexpr unsigned long kGlibcInternalSignals = 3ul << 31;
 
+// UnwinderSigprocmask works on the masks' first words, as the kernel does:
+// libunwind sets and restores its mask twice a frame stepped, and a whole
+// sigset_t is 128 bytes to copy each way.
 int UnwinderSigprocmask(int how, const sigset_t* set, sigset_t* old) {
-  sigset_t next = t_unwinder_mask;
+  unsigned long next = t_unwinder_mask;
   if (set != nullptr) {
     switch (how) {
       case SIG_BLOCK:
-        sigorset(&next, &t_unwinder_mask, set);
+        next |= set->__val[0];
         break;
       case SIG_UNBLOCK:
-        // Signals 1 to NSIG - 1 are the first word's bits: one and-not, not
-        // a sigdelset call a signal (libunwind unblocks twice a frame
-        // stepped). Like sigdelset, it leaves glibc's internal signals (32,
-        // 33: thread cancellation and setxid) alone.
-        static_assert(NSIG - 1 <= 8 * sizeof(next.__val[0]), "a mask's signals fit in its first word");
-        next.__val[0] &= ~(set->__val[0] & ~kGlibcInternalSignals);
+        // Like sigdelset, leaves glibc's internal signals alone.
+        next &= ~(set->__val[0] & ~kGlibcInternalSignals);
         break;
       case SIG_SETMASK:
-        next = *set;
+        next = set->__val[0];
         break;
       default:
         errno = EINVAL;
         return -1;
     }
   }
-  if (old != nullptr) *old = t_unwinder_mask;
+  if (old != nullptr) old->__val[0] = t_unwinder_mask;
   t_unwinder_mask = next;
   return 0;
 }
