@@ -65,7 +65,7 @@ namespace {
 // on sampled calls only; none when clock is false (a write a policy holds,
 // see WrittenUnderPolicy).
 template <typename Count, typename Call>
-[[gnu::always_inline]] inline ssize_t RecordWrite(SocketState* s, WriteApi api, Count iovcnt, Call call,
+[[gnu::always_inline]] inline ssize_t RecordWrite(SocketState* s, WriteApi api, Count iovcnt, const Call& call,
                                                   uint32_t code, bool clock) {
   const bool timed = clock && s->SampleSyscallTime();
   const uint64_t start = clock ? ReadTicks() : 0;
@@ -83,9 +83,9 @@ template <typename Count, typename Call>
 }
 
 // RecordedWrite is RecordWrite out of line, so that the writes only
-// counted keep few registers.
+// counted keep few registers; the call by reference, not a copy.
 template <typename Count, typename Call>
-[[gnu::noinline]] ssize_t RecordedWrite(SocketState* s, WriteApi api, Count iovcnt, Call call, uint32_t code,
+[[gnu::noinline]] ssize_t RecordedWrite(SocketState* s, WriteApi api, Count iovcnt, const Call& call, uint32_t code,
                                         bool clock) {
   return RecordWrite(s, api, iovcnt, call, code, clock);
 }
@@ -99,7 +99,7 @@ template <typename Count, typename Call>
 // frame and the copy of its lambda cost a policy's write some 150
 // instructions (hooks_bench's coalesced burst: 412 -> 561 ns).
 template <bool kInlineRecorded = false, typename Count, typename Call>
-[[gnu::always_inline]] inline ssize_t TrackedWrite(SocketState* s, WriteApi api, Count iovcnt, Call call,
+[[gnu::always_inline]] inline ssize_t TrackedWrite(SocketState* s, WriteApi api, Count iovcnt, const Call& call,
                                                    bool clock = true) {
   const uint32_t code = s->WriteCode(g_runtime.settings.turns);
   if (__builtin_expect(code != kUnrecordedCode, 0)) {
@@ -183,7 +183,7 @@ constexpr int kOrdinaryFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
 // bytes leave before the read waits for their answer; quickack is re-armed
 // after a read that got data (not after every EAGAIN of an event loop).
 template <typename Call>
-[[gnu::noinline]] ssize_t ReadUnderPolicy(SocketState* s, int fd, ReadApi api, int flags, Call call) {
+[[gnu::noinline]] ssize_t ReadUnderPolicy(SocketState* s, int fd, ReadApi api, int flags, const Call& call) {
   if (AnyHeld()) ReleaseAll(FlushCause::kRead);
   const ssize_t result = call();
   if (result > 0) AfterReadPolicy(s, fd);
@@ -195,7 +195,7 @@ template <typename Call>
 // Without a config, or while nothing is held and no rule re-arms quickack,
 // a read is only recorded: two loads on the observe path.
 template <typename Call>
-[[gnu::always_inline]] inline ssize_t TrackedRead(SocketState* s, int fd, ReadApi api, int flags, Call call) {
+[[gnu::always_inline]] inline ssize_t TrackedRead(SocketState* s, int fd, ReadApi api, int flags, const Call& call) {
   if (__builtin_expect(PolicyTakesRead(), 0)) return ReadUnderPolicy(s, fd, api, flags, call);
   const ssize_t result = call();
   RecordRead(s, api, flags, result);
