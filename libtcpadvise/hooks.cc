@@ -55,7 +55,7 @@ namespace {
   }
   if (start != 0) {
     MaybeSnapshot(start);
-  } else if (__builtin_expect((write & 255) == 0, 0)) {
+  } else if (__builtin_expect((s->stats.write_calls.Get() & 255) == 0, 0)) {  // a load: no register kept for it
     MaybeSnapshot(ReadTicks());
   }
 }
@@ -175,8 +175,8 @@ constexpr int kOrdinaryFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
 // RecordRead records a read-family call's outcome. A program that only
 // reads still gets its snapshots: every 256th read looks at the clock.
 [[gnu::always_inline]] inline void RecordRead(SocketState* s, ReadApi api, int flags, ssize_t result) {
-  const uint64_t reads = s->OnRead(api, result, result < 0 ? errno : 0, (flags & MSG_PEEK) != 0);
-  if (__builtin_expect((reads & 255) == 0, 0)) MaybeSnapshot(ReadTicks());
+  s->OnRead(api, result, result < 0 ? errno : 0, (flags & MSG_PEEK) != 0);
+  if (__builtin_expect((s->stats.read_calls.Get() & 255) == 0, 0)) MaybeSnapshot(ReadTicks());
 }
 
 // ReadUnderPolicy is TrackedRead's path while a policy may act on a read: held

@@ -495,27 +495,23 @@ struct SocketState {
   // the turn, and only then is the clock read (in a recorded turn). A turn
   // is timed from its first write whatever the policy, so that arms compare
   // alike. In a period not recorded (TurnSampling) the read is only counted.
-  // Returns the socket's read count, this call's included.
-  [[gnu::always_inline]] uint64_t OnRead(ReadApi api, int64_t result, int errno_value, bool peek) {
-    const uint64_t reads = stats.read_calls.Get() + 1;
-    stats.read_calls.Set(reads);
+  [[gnu::always_inline]] void OnRead(ReadApi api, int64_t result, int errno_value, bool peek) {
+    stats.read_calls.Increment();
     stats.read_by_api.Add(static_cast<int>(api), 1);
     if (const uint32_t code = stats.PeriodCode(); __builtin_expect(code != kUnrecordedCode, 0)) {
-      OnRecordedRead(result, errno_value, peek, WeightOfCode(code));
-      return reads;
+      return OnRecordedRead(result, errno_value, peek, WeightOfCode(code));
     }
     stats.burst_open_writes.Set(0);
     if (__builtin_expect(result <= 0, 0)) {
       OnReadNothing(result, errno_value);
-      return reads;
+      return;
     }
-    if (peek) return reads;
+    if (peek) return;
     stats.read_bytes.Add(static_cast<uint64_t>(result));
     if (stats.last_write_start.Get() != 0) {
       stats.last_write_start.Set(0);
       stats.AddTurn();
     }
-    return reads;
   }
 
   // SocketState::OnRecordedRead is OnRead's path in a recorded period: the
