@@ -458,7 +458,8 @@ struct SocketState {
     // WriteCode looked: this write is not recorded either.
     if (code == kUnrecordedCode || last_start == SocketStats::kUnrecordedTurn) {
       stats.burst_open_writes.Set(burst_writes);
-      if (last_start == 0) {
+      // Expected: a one-write-per-request server's every write opens a turn.
+      if (__builtin_expect(last_start == 0, 1)) {
         stats.OpenPeriod(kUnrecordedCode);
         stats.last_write_start.Set(SocketStats::kUnrecordedTurn);
       }
@@ -508,7 +509,7 @@ struct SocketState {
     }
     if (peek) return;
     stats.read_bytes.Add(static_cast<uint64_t>(result));
-    if (stats.last_write_start.Get() != 0) {
+    if (__builtin_expect(stats.last_write_start.Get() != 0, 1)) {  // a request-response socket's read closes a turn
       stats.last_write_start.Set(0);
       stats.AddTurn();
     }
