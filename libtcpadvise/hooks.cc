@@ -36,11 +36,13 @@ namespace {
   if (s->stats.burst_open_writes.Get() == 1 && write > 1) CallSiteBurstEnded(s->id.cookie, write - 1);
 }
 
-// SampleWrite samples the socket's write-th write for its call site.
+// SampleWrite samples the socket's write-th write for its call site: out
+// of the hook, which then saves fewer registers, and a tail call, so that
+// the unwinder steps no frame more (one is some 5% of an unwind).
 [[gnu::noinline]] void SampleWrite(SocketState* s, uint64_t write, ssize_t result) {
   const bool opened = s->stats.burst_open_writes.Get() == 1;
-  SampleCallSite(s->id.cookie, s->id.ServiceKey(), g_runtime.pid, write, static_cast<uint64_t>(result), opened);
   s->stats.buckets_apart.fetch_or(SocketStats::kCallSiteSampled, std::memory_order_relaxed);
+  SampleCallSite(s->id.cookie, s->id.ServiceKey(), g_runtime.pid, write, static_cast<uint64_t>(result), opened);
 }
 
 // NoteWrite does what follows every write, the socket's write-th: the call
