@@ -108,7 +108,8 @@ template <bool kInlineRecorded = false, typename Count, typename Call>
     if constexpr (kInlineRecorded) {
       return RecordWrite(s, api, iovcnt, call, code, clock);
     } else {
-      return RecordedWrite(s, api, iovcnt, call, code, clock);
+      const Call copy = call;  // only this copy is stored: a counted write keeps the call in registers
+      return RecordedWrite(s, api, iovcnt, copy, code, clock);
     }
   }
   const ssize_t result = call();
@@ -198,7 +199,10 @@ template <typename Call>
 // a read is only recorded: two loads on the observe path.
 template <typename Call>
 [[gnu::always_inline]] inline ssize_t TrackedRead(SocketState* s, int fd, ReadApi api, int flags, const Call& call) {
-  if (__builtin_expect(PolicyTakesRead(), 0)) return ReadUnderPolicy(s, fd, api, flags, call);
+  if (__builtin_expect(PolicyTakesRead(), 0)) {
+    const Call copy = call;  // only this copy is stored: the counted read keeps the call in registers
+    return ReadUnderPolicy(s, fd, api, flags, copy);
+  }
   const ssize_t result = call();
   RecordRead(s, api, flags, result);
   return result;
