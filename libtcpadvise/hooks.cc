@@ -108,8 +108,7 @@ template <bool kInlineRecorded = false, typename Count, typename Call>
     if constexpr (kInlineRecorded) {
       return RecordWrite(s, api, iovcnt, call, code, clock);
     } else {
-      const Call copy = call;  // only this copy is stored: a counted write keeps the call in registers
-      return RecordedWrite(s, api, iovcnt, copy, code, clock);
+      return RecordedWrite(s, api, iovcnt, call, code, clock);
     }
   }
   const ssize_t result = call();
