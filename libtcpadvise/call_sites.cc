@@ -221,8 +221,11 @@ struct Unwinder {
 };
 Unwinder g_unw;
 
-// t_unwinder_mask is the mask libunwind believes it sets (UnwinderSigprocmask).
-__thread sigset_t t_unwinder_mask;
+// t_unwinder_mask is the mask libunwind believes it sets
+// (UnwinderSigprocmask): signals 1 to 64, a sigset_t's first word, all the
+// kernel reads and writes of one (glibc passes it 8 bytes).
+__thread unsigned long t_unwinder_mask;
+static_assert(NSIG - 1 <= 8 * sizeof(t_unwinder_mask), "a mask's signals fit in its first word");
 
 // InsideLibunwind marks this thread as inside libunwind for its scope
 // (t_unwinding), with every signal blocked but those a fault raises, so
@@ -234,7 +237,7 @@ class InsideLibunwind {
     sigfillset(&block);
     for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&block, sig);
     pthread_sigmask(SIG_BLOCK, &block, &old_);
-    sigorset(&t_unwinder_mask, &old_, &block);
+    t_unwinder_mask = old_.__val[0] | block.__val[0];
     t_unwinding = true;
   }
   ~InsideLibunwind() {
@@ -599,27 +602,33 @@ long UnwinderWrite(const void* addr, size_t n) {
   return 1;
 }
 
+// kGlibcInternalSignals are SIGCANCEL and SIGSETXID's bits, which glibc's
+// sigdelset refuses to clear.
+constexpr unsigned long kGlibcInternalSignals = 3ul << 31;
+
+// UnwinderSigprocmask works on the masks' first words, as the kernel does:
+// libunwind sets and restores its mask twice a frame stepped, and a whole
+// sigset_t is 128 bytes to copy each way.
 int UnwinderSigprocmask(int how, const sigset_t* set, sigset_t* old) {
-  sigset_t next = t_unwinder_mask;
+  unsigned long next = t_unwinder_mask;
   if (set != nullptr) {
     switch (how) {
       case SIG_BLOCK:
-        sigorset(&next, &t_unwinder_mask, set);
+        next |= set->__val[0];
         break;
       case SIG_UNBLOCK:
-        for (int sig = 1; sig < NSIG; ++sig) {
-          if (sigismember(set, sig) == 1) sigdelset(&next, sig);
-        }
+        // Like sigdelset, leaves glibc's internal signals alone.
+        next &= ~(set->__val[0] & ~kGlibcInternalSignals);
         break;
       case SIG_SETMASK:
-        next = *set;
+        next = set->__val[0];
         break;
       default:
         errno = EINVAL;
         return -1;
     }
   }
-  if (old != nullptr) *old = t_unwinder_mask;
+  if (old != nullptr) old->__val[0] = t_unwinder_mask;
   t_unwinder_mask = next;
   return 0;
 }

@@ -259,6 +259,23 @@ uint64_t SocketIdentity::GroupHash() const {
   return h;
 }
 
+uint64_t NextRecordedTurn(uint64_t turn, const TurnSampling& sampling) {
+  const uint32_t shift = sampling.every_shift;
+  const uint64_t k = turn - sampling.first, mask = (uint64_t{1} << shift) - 1;
+  // Block b records its turn at offset -hash(b) (TurnWeightCode).
+  for (uint64_t block = k >> shift;; ++block) {
+    const uint64_t offset = (block * 0x9e3779b97f4a7c15ull) >> 32;
+    const uint64_t at = (block << shift) + ((0 - offset) & mask);
+    if (at > k) return sampling.first + at;
+  }
+}
+
+uint32_t SocketState::OpeningCode(uint64_t turn, const TurnSampling& sampling) {
+  const uint32_t code = TurnWeightCode(turn, sampling);
+  if (code == kUnrecordedCode) stats.turn_start.Set(NextRecordedTurn(turn, sampling) | SocketStats::kNextRecordedTag);
+  return code;
+}
+
 void SocketState::CountError(int errno_value) {
   stats.errors.Add(ErrnoSlot(errno_value), 1);
 }

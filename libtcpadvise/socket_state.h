@@ -128,6 +128,11 @@ inline uint32_t TurnWeightCode(uint64_t turn, const TurnSampling& sampling) {
   return ((k + offset) & ((uint64_t{1} << shift) - 1)) == 0 ? shift + 1 : kUnrecordedCode;
 }
 
+// NextRecordedTurn is the first turn after `turn` whose TurnWeightCode is
+// not kUnrecordedCode, given that turn's is (so turn >= sampling.first): in
+// turn's block of 2^every_shift turns or the next one.
+uint64_t NextRecordedTurn(uint64_t turn, const TurnSampling& sampling);
+
 // SocketStats are the statistics of a socket or a group, laid out so that a
 // call touches few cache lines: the counters every call bumps share the first
 // line, a histogram record touches one histogram's line, and a write's or a
@@ -191,8 +196,13 @@ struct alignas(64) SocketStats {
 
   // When the turn's first write started (ticks): the turn's start, valid
   // while last_write_start says a recorded turn is open. It shares
-  // write_by_api's line, which every write touches anyway.
+  // write_by_api's line, which every write touches anyway. While no turn
+  // is open it may hold, tagged with kNextRecordedTag, the number of the next
+  // turn to record (SocketState::WriteCode): a turn that opens before it is
+  // only counted without hashing its number. Ticks never carry the tag and 0
+  // holds nothing: either sends WriteCode to TurnWeightCode.
   Counter turn_start;
+  static constexpr uint64_t kNextRecordedTag = uint64_t{1} << 63;
   // Writes that returned less than they were asked to send, and writes the
   // kernel refused with EAGAIN: with the sampled write times, the shim's own
   // evidence of a full send buffer (on loopback the kernel's sndbuf-limited
@@ -202,11 +212,14 @@ struct alignas(64) SocketStats {
   // In the line of the per-API counts that every call touches, 8 bytes:
   // buckets_apart has a k*Apart bit set for each borrowing histogram that
   // holds its own buckets (set by an atomic or, never lost to another
-  // thread's store); period_code is the current period's weight code
+  // thread's store), and kCallSiteSampled while the socket's last write
+  // with bytes was sampled for its call site (hooks.cc: the next write that
+  // opens a burst tells call_sites.h that one ended a burst); period_code is the current period's weight code
   // (TurnSampling; kFullWeightCode until the first turn); the closed turns,
   // exact, are turns_high << 32 | turns_low (48 bits: 2.8e14 turns).
   static constexpr uint8_t kSentToReplyApart = 1;
   static constexpr uint8_t kBurstBytesApart = 2;
+  static constexpr uint8_t kCallSiteSampled = 4;
   std::atomic<uint8_t> buckets_apart{0};
   std::atomic<uint8_t> period_code{kFullWeightCode};
   std::atomic<uint16_t> turns_high{0};
@@ -404,11 +417,18 @@ struct SocketState {
 
   // SocketState::WriteCode is the weight code the next write is recorded
   // with: its open turn's, or, when it opens a turn, that turn's
-  // (TurnWeightCode). kUnrecordedCode: only counted, no clock read.
-  uint32_t WriteCode(const TurnSampling& sampling) const {
+  // (TurnWeightCode). kUnrecordedCode: only counted, no clock read. A turn
+  // before the next recorded one (turn_start's kNextRecordedTag) costs a
+  // compare, not the hash: once per request on a one-write-per-request server.
+  [[gnu::always_inline]] uint32_t WriteCode(const TurnSampling& sampling) {
     if (stats.last_write_start.Get() != 0) return stats.PeriodCode();
-    return TurnWeightCode(stats.Turns(), sampling);
+    const uint64_t turn = stats.Turns();
+    if ((turn | SocketStats::kNextRecordedTag) < stats.turn_start.Get()) return kUnrecordedCode;
+    return OpeningCode(turn, sampling);
   }
+  // SocketState::OpeningCode is TurnWeightCode(turn), out of line; for a
+  // turn not recorded it notes the next recorded turn in turn_start.
+  [[gnu::noinline]] uint32_t OpeningCode(uint64_t turn, const TurnSampling& sampling);
 
   // SocketState::OnWrite records one write-family call that started at
   // start (ticks; 0 when the clock was not read, which records no gap and
@@ -418,16 +438,18 @@ struct SocketState {
   // the write's weight code (WriteCode); a write not recorded counts its
   // call and bytes and keeps the burst's and turn's state, which the
   // policies read, and nothing else. Inlined into every wrapper: a call
-  // costs its instructions, not a call frame.
-  [[gnu::always_inline]] void OnWrite(WriteApi api, int64_t result, int errno_value, uint64_t iovcnt, uint64_t start,
-                                      uint64_t syscall_ticks, uint32_t code = kFullWeightCode) {
-    stats.write_calls.Increment();
+  // costs its instructions, not a call frame. Returns the socket's write
+  // count, this call's included.
+  [[gnu::always_inline]] uint64_t OnWrite(WriteApi api, int64_t result, int errno_value, uint64_t iovcnt,
+                                          uint64_t start, uint64_t syscall_ticks, uint32_t code = kFullWeightCode) {
+    const uint64_t writes = stats.write_calls.Get() + 1;
+    stats.write_calls.Set(writes);
     stats.write_by_api.Add(static_cast<int>(api), 1);
     const uint64_t weight = WeightOfCode(code);
     if (syscall_ticks != 0) stats.write_ticks.Record(syscall_ticks, weight);
     if (__builtin_expect(result < 0, 0)) {
       CountWriteError(errno_value);
-      return;
+      return writes;
     }
     stats.write_bytes.Add(static_cast<uint64_t>(result));
     const uint64_t burst_writes = stats.burst_open_writes.Get() + 1;
@@ -436,11 +458,12 @@ struct SocketState {
     // WriteCode looked: this write is not recorded either.
     if (code == kUnrecordedCode || last_start == SocketStats::kUnrecordedTurn) {
       stats.burst_open_writes.Set(burst_writes);
-      if (last_start == 0) {
+      // Expected: a one-write-per-request server's every write opens a turn.
+      if (__builtin_expect(last_start == 0, 1)) {
         stats.OpenPeriod(kUnrecordedCode);
         stats.last_write_start.Set(SocketStats::kUnrecordedTurn);
       }
-      return;
+      return writes;
     }
     // A burst's second write: burst sizes no longer match write sizes.
     if (__builtin_expect(burst_writes == 2, 0) && !(stats.Apart() & SocketStats::kBurstBytesApart)) {
@@ -450,13 +473,14 @@ struct SocketState {
     if (iovcnt != kScalarWrite) stats.write_iovcnt.Record(iovcnt, weight);
     stats.burst_open_writes.Set(burst_writes);
     stats.burst_open_bytes.Add(static_cast<uint64_t>(result));
-    if (start == 0) return;
+    if (start == 0) return writes;
     if (last_start == 0) {
       stats.OpenPeriod(code);
       stats.turn_start.Set(start);
     }
     if (burst_writes != 1) stats.gap_ticks.Record(start - last_start, weight);
     stats.last_write_start.Set(start);
+    return writes;
   }
 
   // SocketState::MarkSent notes that a policy handed a pending turn's bytes
@@ -485,7 +509,7 @@ struct SocketState {
     }
     if (peek) return;
     stats.read_bytes.Add(static_cast<uint64_t>(result));
-    if (stats.last_write_start.Get() != 0) {
+    if (__builtin_expect(stats.last_write_start.Get() != 0, 1)) {  // a request-response socket's read closes a turn
       stats.last_write_start.Set(0);
       stats.AddTurn();
     }
@@ -515,6 +539,7 @@ struct SocketState {
   void CloseTurn(uint64_t sent, uint64_t weight) {
     const uint64_t now = ReadTicks();
     const uint64_t start = stats.turn_start.Get();
+    stats.turn_start.Set(0);  // no next recorded turn noted (WriteCode)
     turns_recorded.Increment();
     bool apart = stats.Apart() & SocketStats::kSentToReplyApart;
     if (__builtin_expect(sent != start && !apart, 0)) {

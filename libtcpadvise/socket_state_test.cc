@@ -580,6 +580,39 @@ TEST(SocketStateTest, TurnSamplingRecordsTheFirstTurnsThenOneABlock) {
   for (uint64_t t = 0; t < 100; ++t) EXPECT_EQ(TurnWeightCode(t, every), kFullWeightCode);
 }
 
+// NextRecordedTurn names the first recorded turn after an unrecorded one,
+// and WriteCode, which keeps it in turn_start between turns, gives every
+// turn TurnWeightCode's code, across blocks, after a stale tick value and a
+// Reset.
+TEST(SocketStateTest, WriteCodeSkipsToTheNextRecordedTurnAsTheHashSays) {
+  for (const TurnSampling sampling : {TurnSampling{10, 3}, TurnSampling{256, 4}, TurnSampling{0, 1}, TurnSampling{3, 16}}) {
+    for (uint64_t t = sampling.first; t < sampling.first + 200000; t += t < sampling.first + 3000 ? 1 : 19997) {
+      if (TurnWeightCode(t, sampling) != kUnrecordedCode) continue;
+      uint64_t next = t + 1;
+      while (TurnWeightCode(next, sampling) == kUnrecordedCode) ++next;
+      ASSERT_EQ(NextRecordedTurn(t, sampling), next) << t << " every 2^" << sampling.every_shift;
+    }
+  }
+  const TurnSampling sampling{/*first=*/5, /*every_shift=*/3};
+  SocketState s;
+  for (int round = 0; round < 2; ++round) {
+    for (uint64_t turn = 0; turn < 400; ++turn) {
+      ASSERT_EQ(s.stats.Turns(), turn);
+      if (turn == 100) s.stats.turn_start.Set(12345);  // left by a turn another thread closed unrecorded
+      const uint32_t code = s.WriteCode(sampling);
+      ASSERT_EQ(code, TurnWeightCode(turn, sampling)) << turn;
+      s.OnWrite(WriteApi::kWrite, 10, 0, kScalarWrite, code != kUnrecordedCode ? 1000 + turn : 0, 0, code);
+      ASSERT_EQ(s.WriteCode(sampling), code) << "the open turn's";
+      s.OnRead(ReadApi::kRead, 10, 0, false);
+    }
+    uint64_t recorded = 0;
+    for (uint64_t turn = 0; turn < 400; ++turn) recorded += TurnWeightCode(turn, sampling) != kUnrecordedCode;
+    EXPECT_EQ(s.turns_recorded.Get(), recorded);
+    s.stats.Reset();
+    s.turns_recorded.Set(0);
+  }
+}
+
 // A socket of one-write turns that outlives its first turns: counts stay
 // exact, the weighted histograms estimate within a block, and burst sizes
 // still borrow write_size's buckets.
