@@ -34,8 +34,9 @@ namespace {
 // writes a dozen pages of jemalloc's metadata, copied, in every child, and
 // the snapshot thread stays out of the heap (private_alloc.cc: a fork skips
 // jemalloc's fork handlers while one thread uses it). Untouched, it costs a
-// process address space only.
-char g_trace_buffer[16384];
+// process address space only. Page-aligned: a trace of up to 4 KiB (a
+// PostgreSQL backend's) writes one page of it, not two.
+alignas(4096) char g_trace_buffer[16384];
 
 const char* RoleName(Role role) {
   switch (role) {

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""child_text_order: the shim's functions a fork child runs, as the linker script that places them
-side by side (preload/child_text.ld; issue 16, what a fork-per-connection server pays per process).
+"""child_layout: the shim's functions a fork child runs, as the linker script that places them
+side by side, with the shim's variables a child writes (preload/child_layout.ld; issue 16, what a
+fork-per-connection server pays per process).
 
 A fork child maps none of the shim's code its parent ran: it faults in each 64 KiB of the shim's
 text it runs (the kernel's fault-around), and the functions a PostgreSQL backend runs lay spread
-over seven such windows. The shim is compiled with -ffunction-sections; preload/child_text.ld puts
-the functions listed here in one output section right after the PLT, ahead of the rest of .text.
+over seven such windows. Each page of data it writes is a page it copies. The shim is compiled with
+-ffunction-sections and -fdata-sections; preload/child_layout.ld puts the functions listed here in
+one output section right after the PLT, ahead of the rest of .text, and the variables a child writes
+(a fixed list, below) in one 256-byte block of .data.
 
 This runs PostgreSQL under callgrind (`--zero-before=_Fork`, glibc's fork after the prepare
 handlers: a backend's counts hold only what it ran after its fork) for `pgbench -C -S` under observe and the adaptive
@@ -13,8 +16,8 @@ policies, takes the shim's functions with instructions in the last backends, and
 A function renamed since, or one no backend runs, only falls back to .text: the script never has
 to be current for the shim to be correct.
 
-    PYTHONPATH=advisor python3 bench/child_text_order.py --shim build/preload/libtcpadvise.so \\
-        [--connections 30] [-o preload/child_text.ld]
+    PYTHONPATH=advisor python3 bench/child_layout.py --shim build/preload/libtcpadvise.so \\
+        [--connections 30] [-o preload/child_layout.ld]
 
 Needs valgrind and PostgreSQL (scripts/install-deps.sh).
 """
@@ -35,13 +38,40 @@ from tcpadvise.record.shim import isolated_environment
 _NAME = re.compile(r"^(c?ob|c?fn|c?fl|fi|fe)=\((\d+)\)(?: (.*))?$")
 
 HEADER = """\
-/* child_text.ld: the shim's functions a fork child (a PostgreSQL backend
-   under pgbench -C) runs, in one output section right after the PLT, so that
-   the child faults in two 64 KiB windows of the shim's text where it faulted
-   in seven. Written by bench/child_text_order.py from callgrind runs under
-   observe, cork and coalesce; a name that no longer exists matches nothing
-   and its function stays in .text. crtbeginS.o's .text (the destructors the
-   exit runs) and .fini (_fini, DT_FINI) come along: each child runs them. */
+/* child_layout.ld: what a fork child (a PostgreSQL backend under pgbench -C)
+   runs and writes of the shim, side by side. Written by bench/child_layout.py.
+
+   The functions it runs, in one output section right after the PLT: the
+   child faults in two 64 KiB windows of the shim's text where it faulted in
+   seven. From callgrind runs under observe, cork and coalesce; a name that no
+   longer exists matches nothing and its function stays in .text. crtbeginS.o's
+   .text (the destructors the exit runs) and .fini (_fini, DT_FINI) come along:
+   each child runs them.
+
+   The variables it writes (or reads where its parent never did), in one
+   256-byte block, never across a page: the fields of g_runtime its fork
+   handler sets (the first of RuntimeState), crtbeginS.o's completed.0 (set by
+   its exit's destructors), the signal dispositions the shim owns (set again
+   by a server's sigaction calls), the deadline thread's state, the held
+   set's use and the experiments' draws (read by the fork handler). The child copies one page of the
+   shim's data where it faulted on four. */
+SECTIONS
+{
+  .data.tcpadvise_child ALIGN(256) :
+  {
+    /* Its first byte is data: zero-initialised variables (.bss) come first
+       in a section of initialised data. */
+    BYTE(0)
+    *crtbeginS.o(.bss)
+    *(.bss._ZN9tcpadvise23g_deadline_thread_stateE)
+    *(.bss._ZN9tcpadvise12_GLOBAL__N_114g_flusher_idleE)
+    *(.bss._ZN9tcpadvise12_GLOBAL__N_110g_set_usedE)
+    *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_drawsE)
+    *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_ownedE)
+    *(.data._ZN9tcpadvise9g_runtimeE)
+  }
+}
+INSERT AFTER .data;
 SECTIONS
 {
   .text.tcpadvise_child :
@@ -135,7 +165,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shim", type=Path, required=True)
     parser.add_argument("--connections", type=int, default=30)
-    parser.add_argument("-o", "--output", type=Path, default=Path("preload/child_text.ld"))
+    parser.add_argument("-o", "--output", type=Path, default=Path("preload/child_layout.ld"))
     args = parser.parse_args()
     names: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="child-text-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as scratch:
