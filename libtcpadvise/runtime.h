@@ -45,6 +45,11 @@ struct RuntimeState {
   // The host name (trace_writer.h: NoteHostName), read with the process's
   // first socket and inherited by its fork children; empty until then.
   char host[65] = "";
+  // The key of the traces' temporary names (trace_writer.h: NoteNameKey),
+  // drawn with the process's first socket and inherited by its fork
+  // children; name_key_drawn false until then.
+  uint64_t name_key[2] = {0, 0};
+  bool name_key_drawn = false;
 };
 
 extern RuntimeState g_runtime;
