@@ -22,10 +22,16 @@ struct alignas(4096) ProcessPage {
   pthread_mutex_t table_mutex;
   std::atomic<int> table_waiting;  // threads in Lock, not yet holding the mutex
   std::atomic<uint64_t> table_acquired;  // times Lock took the mutex
+  // Whether the table's per-process part holds a group (socket_table.h:
+  // Local): a fork child, whose part starts empty, reads none of it to
+  // find its groups.
+  bool table_grouped;
   // The trace writer's lock, and whether it wrote the final trace or warned.
   pthread_mutex_t trace_mutex;
   bool trace_final_written;
   bool trace_warned;
+  // The temporary names this process drew for its traces (trace_writer.cc).
+  uint64_t trace_names;
   // The private heap's set-up lock and the threads that entered the heap
   // (private_alloc.cc).
   pthread_mutex_t heap_start;

@@ -214,10 +214,11 @@ void RuntimeStopAtExitCall() {
 void OnSocketTracked() {
   if (!g_tracked_any.load(std::memory_order_relaxed)) {
     WipeProcessPageOnFork();
-    // The host name, before the fork children that will inherit it: none
-    // asks uname again.
+    // The host name and the key of the traces' names, before the fork
+    // children that will inherit them: none asks uname or getrandom again.
     LockTraceWriter();
     if (g_runtime.host[0] == '\0') NoteHostName();
+    if (!g_runtime.name_key_drawn) NoteNameKey();
     UnlockTraceWriter();
     g_tracked_any.store(true, std::memory_order_release);
   }

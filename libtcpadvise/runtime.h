@@ -25,11 +25,9 @@ struct Settings {
 
 // RuntimeState is what the trace writer needs to know about the process.
 struct RuntimeState {
-  Settings settings;
-  // The program's name at start-up, before any process title rewrites
-  // argv[0]: its first 255 bytes, cut on a UTF-8 character boundary.
-  char program[256] = "unknown";
-  TickRate tick_rate;
+  // What a fork child writes comes first, in the page the shim's other state
+  // a child writes shares (preload/child_layout.ld): a child copies one page
+  // of the shim's data where it copied four.
   uint64_t start_unix_ns = 0;
   // The process the state belongs to (set again in a fork child): a vfork
   // child, which shares the memory, has another pid.
@@ -37,11 +35,21 @@ struct RuntimeState {
   // A fork child's parent, the process it was forked from (set in the
   // child, from the parent's pid); 0: the trace asks the kernel (getppid).
   int ppid = 0;
+  // The stop signal the final trace was written for (signals.h), else 0.
+  int stop_signal = 0;
+  Settings settings;
+  // The program's name at start-up, before any process title rewrites
+  // argv[0]: its first 255 bytes, cut on a UTF-8 character boundary.
+  char program[256] = "unknown";
+  TickRate tick_rate;
   // The host name (trace_writer.h: NoteHostName), read with the process's
   // first socket and inherited by its fork children; empty until then.
   char host[65] = "";
-  // The stop signal the final trace was written for (signals.h), else 0.
-  int stop_signal = 0;
+  // The key of the traces' temporary names (trace_writer.h: NoteNameKey),
+  // drawn with the process's first socket and inherited by its fork
+  // children; name_key_drawn false until then.
+  uint64_t name_key[2] = {0, 0};
+  bool name_key_drawn = false;
 };
 
 extern RuntimeState g_runtime;

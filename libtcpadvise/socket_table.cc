@@ -235,6 +235,7 @@ void SocketTable::FoldIntoGroup(SocketState* closed) {
 SocketState* SocketTable::NewGroupEntry() {
   if (local_->group_entries_taken > kMaxGroups) return nullptr;
   void* p = &local_->group_entries[static_cast<size_t>(local_->group_entries_taken++) * sizeof(SocketState)];
+  g_process_page.table_grouped = true;
   return new (p) SocketState();
 }
 

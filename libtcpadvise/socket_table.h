@@ -118,7 +118,9 @@ class SocketTable {
 
   // SocketTable::groups_dropped counts closed sockets that went to the
   // overflow group.
-  uint64_t groups_dropped() const { return local_ != nullptr ? local_->groups_dropped : 0; }
+  uint64_t groups_dropped() const {
+    return local_ != nullptr && g_process_page.table_grouped ? local_->groups_dropped : 0;
+  }
 
  private:
   SocketState* NewEntry();
@@ -171,8 +173,9 @@ void SocketTable::ForEachLive(Fn fn) {
 
 template <typename Fn>
 void SocketTable::ForEachGroup(Fn fn) {
-  if (local_ == nullptr) return;
-  // Only as far as the last group: a fork child's table is 16 KiB of zeros.
+  // A process that folded no group (a fork child's trace) reads none of
+  // Local's pages; then only as far as the last group.
+  if (local_ == nullptr || !g_process_page.table_grouped) return;
   int left = local_->group_count;
   for (int i = 0; left > 0 && i < kMaxGroups * 2; ++i) {
     if (SocketState* g = local_->groups[i]) {

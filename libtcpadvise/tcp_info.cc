@@ -37,6 +37,23 @@ void TcpInfoSummary::MergeFrom(const TcpInfoSummary& other) {
 // shorter struct tcp_info.
 #define TCPADVISE_HAS(len, field) ((len) >= offsetof(struct tcp_info, field) + sizeof(((struct tcp_info*)0)->field))
 
+// SendQueueMayHoldBytes tells whether SIOCOUTQ could read more than 0 (the
+// bytes written and not yet acknowledged, write_seq - snd_una): not on a
+// listener (the ioctl fails), and not on a connection whose retransmit queue
+// is empty (tcpi_unacked, packets_out: nothing sent is unacknowledged) with
+// nothing left to send (tcpi_notsent_bytes, write_seq - snd_nxt), in the
+// states where the kernel keeps that queue (a reset connection's counters
+// stay behind as it empties it). A connection at rest, a server's at its
+// exit, then costs one system call less.
+static bool SendQueueMayHoldBytes(const struct tcp_info& info, socklen_t len) {
+  // The kernel's states (net/tcp_states.h; linux/tcp.h has no names for them).
+  constexpr uint8_t kEstablished = 1, kFinWait2 = 5, kCloseWait = 8, kListen = 10;
+  if (info.tcpi_state == kListen) return false;
+  if (!TCPADVISE_HAS(len, tcpi_notsent_bytes)) return true;
+  const bool live = info.tcpi_state == kEstablished || info.tcpi_state == kCloseWait || info.tcpi_state == kFinWait2;
+  return !live || info.tcpi_unacked != 0 || info.tcpi_notsent_bytes != 0;
+}
+
 bool ReadTcpInfo(int fd, TcpInfoSummary* out) {
   ErrnoSaver errno_saver;
   struct tcp_info info;
@@ -57,9 +74,11 @@ bool ReadTcpInfo(int fd, TcpInfoSummary* out) {
   if (TCPADVISE_HAS(len, tcpi_sndbuf_limited)) out->sndbuf_limited_us = info.tcpi_sndbuf_limited;
   if (TCPADVISE_HAS(len, tcpi_delivery_rate)) out->delivery_rate = info.tcpi_delivery_rate;
   if (TCPADVISE_HAS(len, tcpi_notsent_bytes)) out->notsent_bytes = info.tcpi_notsent_bytes;
-  // The system call itself: ioctl is wrapped.
-  int outq = 0;
-  if (syscall(SYS_ioctl, fd, SIOCOUTQ, &outq) == 0 && outq > 0) out->outq_bytes = static_cast<uint32_t>(outq);
+  if (SendQueueMayHoldBytes(info, len)) {
+    // The system call itself: ioctl is wrapped.
+    int outq = 0;
+    if (syscall(SYS_ioctl, fd, SIOCOUTQ, &outq) == 0 && outq > 0) out->outq_bytes = static_cast<uint32_t>(outq);
+  }
   return true;
 }
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -50,6 +52,66 @@ TEST(TcpInfoTest, KernelOptionsAreWhatGetsockoptGives) {
   KernelOptions closed;
   EXPECT_FALSE(ReadKernelOptions(-1, &closed));
   EXPECT_FALSE(closed.valid);
+  for (const int fd : {server, client, listener}) close(fd);
+}
+
+// What ReadTcpInfo gives as outq_bytes is what SIOCOUTQ reads (0 where it
+// fails), whether it asked or knew from TCP_INFO: at rest, with bytes the
+// peer has not read (acknowledged), with bytes the kernel could not send
+// yet, after a shutdown, and on the listener.
+TEST(TcpInfoTest, SendQueueIsWhatSiocoutqReads) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  const int small = 4096;
+  ASSERT_EQ(setsockopt(client, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  const int server = accept(listener, nullptr, nullptr);
+  ASSERT_GE(server, 0);
+  // The two reads are apart in time: an acknowledgement between them is
+  // read again, a few times, until the queue stays put.
+  auto expect_outq = [](int fd, const char* when) {
+    TcpInfoSummary info;
+    int outq = 0;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      ASSERT_TRUE(ReadTcpInfo(fd, &info)) << when;
+      if (ioctl(fd, SIOCOUTQ, &outq) != 0) outq = 0;
+      if (info.outq_bytes == static_cast<uint32_t>(outq)) break;
+      usleep(10000);
+    }
+    EXPECT_EQ(info.outq_bytes, static_cast<uint32_t>(outq)) << when;
+  };
+  expect_outq(server, "at rest");
+  expect_outq(listener, "listening");
+  char byte = 'x';
+  ASSERT_EQ(write(server, &byte, 1), 1);
+  ASSERT_EQ(read(client, &byte, 1), 1);
+  usleep(20000);  // the acknowledgement
+  expect_outq(server, "written, read and acknowledged");
+  // More than the client's small receive window: some waits unsent, some unacknowledged.
+  static char block[1 << 20];
+  const int nonblocking = 1;
+  ASSERT_EQ(ioctl(server, FIONBIO, &nonblocking), 0);
+  ssize_t sent = 0;
+  while (sent < static_cast<ssize_t>(sizeof(block))) {
+    const ssize_t n = write(server, block, sizeof(block) - static_cast<size_t>(sent));
+    if (n <= 0) break;
+    sent += n;
+  }
+  usleep(20000);
+  int outq = 0;
+  ASSERT_EQ(ioctl(server, SIOCOUTQ, &outq), 0);
+  EXPECT_GT(outq, 0);
+  expect_outq(server, "the peer's window full");
+  ASSERT_EQ(shutdown(client, SHUT_WR), 0);
+  usleep(20000);
+  expect_outq(server, "the peer's half closed (close-wait)");
   for (const int fd : {server, client, listener}) close(fd);
 }
 

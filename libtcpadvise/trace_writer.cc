@@ -34,8 +34,9 @@ namespace {
 // writes a dozen pages of jemalloc's metadata, copied, in every child, and
 // the snapshot thread stays out of the heap (private_alloc.cc: a fork skips
 // jemalloc's fork handlers while one thread uses it). Untouched, it costs a
-// process address space only.
-char g_trace_buffer[16384];
+// process address space only. Page-aligned: a trace of up to 4 KiB (a
+// PostgreSQL backend's) writes one page of it, not two.
+alignas(4096) char g_trace_buffer[16384];
 
 const char* RoleName(Role role) {
   switch (role) {
@@ -424,16 +425,30 @@ bool WriteAll(int fd, const char* data, size_t size) {
   return true;
 }
 
+// NameNonce is the nonce of a temporary name: keyed by the process tree's
+// secret (NoteNameKey), over what sets this name apart from every other the
+// key served (the pid, the process's start, its count of names), else drawn
+// for this name alone.
+uint64_t NameNonce(pid_t pid) {
+  if (g_runtime.name_key_drawn) {
+    const uint64_t words[3] = {static_cast<uint64_t>(static_cast<unsigned>(pid)), g_runtime.start_unix_ns,
+                               g_process_page.trace_names++};
+    return SipHash24(g_runtime.name_key, words, 3);
+  }
+  uint64_t nonce = 0;
+  if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != sizeof(nonce)) {
+    nonce = RealtimeNs() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(pid) << 32;
+  }
+  return nonce;
+}
+
 // CreateTemporary creates a new file for the trace in dir, 0600 (a trace
 // names peers and program arguments), under a name nobody can guess and
 // plant a symlink at: never one that already exists, never through a
 // symlink. Its name goes to temp; returns the fd or -1.
 int CreateTemporary(char* temp, size_t size, const char* dir, const char* program, pid_t pid) {
   for (int attempt = 0; attempt < 8; ++attempt) {
-    uint64_t nonce = 0;
-    if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != sizeof(nonce)) {
-      nonce = RealtimeNs() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(pid) << 32;
-    }
+    const uint64_t nonce = NameNonce(pid);
     snprintf(temp, size, "%s/.%s.%d.%016llx.json.tmp", dir, program, static_cast<int>(pid),
              static_cast<unsigned long long>(nonce));
     const int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -449,6 +464,40 @@ void WarnOnce(const char* what, const char* path) {
 }
 
 }  // namespace
+
+void NoteNameKey() {
+  if (getrandom(g_runtime.name_key, sizeof(g_runtime.name_key), GRND_NONBLOCK) == sizeof(g_runtime.name_key)) {
+    g_runtime.name_key_drawn = true;
+  }
+}
+
+static inline uint64_t Rotl(uint64_t x, int b) { return x << b | x >> (64 - b); }
+
+static inline void SipRound(uint64_t& v0, uint64_t& v1, uint64_t& v2, uint64_t& v3) {
+  v0 += v1, v1 = Rotl(v1, 13), v1 ^= v0, v0 = Rotl(v0, 32);
+  v2 += v3, v3 = Rotl(v3, 16), v3 ^= v2;
+  v0 += v3, v3 = Rotl(v3, 21), v3 ^= v0;
+  v2 += v1, v1 = Rotl(v1, 17), v1 ^= v2, v2 = Rotl(v2, 32);
+}
+
+uint64_t SipHash24(const uint64_t key[2], const uint64_t* words, int count) {
+  uint64_t v0 = key[0] ^ 0x736f6d6570736575ull, v1 = key[1] ^ 0x646f72616e646f6dull;
+  uint64_t v2 = key[0] ^ 0x6c7967656e657261ull, v3 = key[1] ^ 0x7465646279746573ull;
+  for (int i = 0; i < count; ++i) {
+    v3 ^= words[i];
+    SipRound(v0, v1, v2, v3);
+    SipRound(v0, v1, v2, v3);
+    v0 ^= words[i];
+  }
+  const uint64_t last = static_cast<uint64_t>(count * 8) << 56;  // the length in bytes, no bytes left over
+  v3 ^= last;
+  SipRound(v0, v1, v2, v3);
+  SipRound(v0, v1, v2, v3);
+  v0 ^= last;
+  v2 ^= 0xff;
+  for (int i = 0; i < 4; ++i) SipRound(v0, v1, v2, v3);
+  return v0 ^ v1 ^ v2 ^ v3;
+}
 
 // The host name is uname's nodename (the UTS namespace's host name, what
 // gethostname returns) with bytes outside printable ASCII replaced by '?', so

@@ -34,6 +34,19 @@ void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes)
 // lock held.
 void NoteHostName();
 
+// NoteNameKey draws the key of the traces' temporary names (SipHash24 of
+// the process's pid, start and count of names) for this process and those
+// it forks later (RuntimeState::name_key): one getrandom, with the first
+// socket, where each trace's name took one (a fork child's, at its exit);
+// with the trace writer's lock held. Without it (getrandom failed) each name
+// draws its own nonce.
+void NoteNameKey();
+
+// SipHash24 is SipHash-2-4 (Aumasson and Bernstein) of count little-endian
+// 64-bit words under a 128-bit key: without the key, nobody can tell the
+// next name from the ones seen.
+uint64_t SipHash24(const uint64_t key[2], const uint64_t* words, int count);
+
 // LockTraceWriter and UnlockTraceWriter keep a fork from copying a
 // half-written trace state.
 void LockTraceWriter();

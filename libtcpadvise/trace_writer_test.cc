@@ -245,5 +245,15 @@ TEST_F(TraceWriterTest, SnapshotsRunConcurrentlyWithApplicationThreads) {
   EXPECT_EQ(writes, uint64_t{kThreads} * kConnections * kWrites);
 }
 
+// The reference vectors (key 00..0f; messages of 0 and 24 bytes 00, 01, ...),
+// as `openssl mac -macopt hexkey:000102030405060708090a0b0c0d0e0f -macopt
+// size:8 SIPHASH` gives them, read as little-endian words.
+TEST(SipHash24Test, MatchesTheReferenceVectors) {
+  const uint64_t key[2] = {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
+  EXPECT_EQ(SipHash24(key, nullptr, 0), 0x726fdb47dd0e0e31ull);
+  const uint64_t words[3] = {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull, 0x1716151413121110ull};
+  EXPECT_EQ(SipHash24(key, words, 3), 0xb8ad50c6f649af94ull);
+}
+
 }  // namespace
 }  // namespace tcpadvise

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""child_layout: the shim's functions a fork child runs, as the linker script that places them
+side by side, with the shim's variables a child writes (preload/child_layout.ld; issue 16, what a
+fork-per-connection server pays per process).
+
+A fork child maps none of the shim's code its parent ran: it faults in each 64 KiB of the shim's
+text it runs (the kernel's fault-around), and the functions a PostgreSQL backend runs lay spread
+over seven such windows. Each page of data it writes is a page it copies. The shim is compiled with
+-ffunction-sections and -fdata-sections; preload/child_layout.ld puts the functions listed here in
+one output section right after the PLT, ahead of the rest of .text, and the variables a child writes
+(a fixed list, below) in one 256-byte block of .data.
+
+This runs PostgreSQL under callgrind (`--zero-before=_Fork`, glibc's fork after the prepare
+handlers: a backend's counts hold only what it ran after its fork) for `pgbench -C -S` under observe and the adaptive
+policies, takes the shim's functions with instructions in the last backends, and writes the script.
+A function renamed since, or one no backend runs, only falls back to .text: the script never has
+to be current for the shim to be correct.
+
+    PYTHONPATH=advisor python3 bench/child_layout.py --shim build/preload/libtcpadvise.so \\
+        [--connections 30] [-o preload/child_layout.ld]
+
+Needs valgrind and PostgreSQL (scripts/install-deps.sh).
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tcpadvise.bench import servers as S
+from tcpadvise.bench.suites import ADAPTIVE, POLICIES
+from tcpadvise.record.shim import isolated_environment
+
+_NAME = re.compile(r"^(c?ob|c?fn|c?fl|fi|fe)=\((\d+)\)(?: (.*))?$")
+
+HEADER = """\
+/* child_layout.ld: what a fork child (a PostgreSQL backend under pgbench -C)
+   runs and writes of the shim, side by side. Written by bench/child_layout.py.
+
+   The functions it runs, in one output section right after the PLT: the
+   child faults in two 64 KiB windows of the shim's text where it faulted in
+   seven. From callgrind runs under observe, cork and coalesce; a name that no
+   longer exists matches nothing and its function stays in .text. crtbeginS.o's
+   .text (the destructors the exit runs) and .fini (_fini, DT_FINI) come along:
+   each child runs them.
+
+   The variables it writes (or reads where its parent never did), in one
+   256-byte block, never across a page: the fields of g_runtime its fork
+   handler sets (the first of RuntimeState), crtbeginS.o's completed.0 (set by
+   its exit's destructors), the signal dispositions the shim owns (set again
+   by a server's sigaction calls), the deadline thread's state, the held
+   set's use and the experiments' draws (read by the fork handler). The child copies one page of the
+   shim's data where it faulted on four. */
+SECTIONS
+{
+  .data.tcpadvise_child ALIGN(256) :
+  {
+    /* Its first byte is data: zero-initialised variables (.bss) come first
+       in a section of initialised data. */
+    BYTE(0)
+    *crtbeginS.o(.bss)
+    *(.bss._ZN9tcpadvise23g_deadline_thread_stateE)
+    *(.bss._ZN9tcpadvise12_GLOBAL__N_114g_flusher_idleE)
+    *(.bss._ZN9tcpadvise12_GLOBAL__N_110g_set_usedE)
+    *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_drawsE)
+    *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_ownedE)
+    *(.data._ZN9tcpadvise9g_runtimeE)
+  }
+}
+INSERT AFTER .data;
+SECTIONS
+{
+  .text.tcpadvise_child :
+  {
+"""
+FOOTER = """\
+    *crtbeginS.o(.text)
+    KEEP (*(SORT_NONE(.fini)))
+  }
+}
+INSERT BEFORE .text;
+"""
+
+
+def shim_functions(dump: Path) -> set[str]:
+    """The functions of the shim's object with instructions in one callgrind dump (names as compiled)."""
+    objects: dict[str, str] = {}
+    functions: dict[str, str] = {}
+    current_object = current_function = None
+    calling = False
+    found = set()
+    for line in dump.read_text(errors="replace").splitlines():
+        named = _NAME.match(line)
+        if named:
+            kind, number, name = named.groups()
+            table = objects if kind.endswith("ob") else functions if kind.endswith("fn") else None
+            if table is not None and name is not None:
+                table[number] = name
+            if kind == "ob":
+                current_object = objects[number]
+            elif kind == "fn":
+                # NAME'2: callgrind's name for a function's recursive calls.
+                current_function, calling = functions[number].split("'")[0], False
+            continue
+        if line.startswith("calls="):
+            calling = True  # the next cost line is the call's inclusive cost, not the function's own
+            continue
+        if line[:1].isdigit() or line[:1] in "+-*":
+            if calling:
+                calling = False
+                continue
+            fields = line.split()
+            # Valgrind reads the symbols of a shim linked with this script, but counts the code
+            # outside .text as an unknown object's ("???").
+            if (current_object and ("libtcpadvise" in current_object or current_object == "???")
+                    and len(fields) > 1 and int(fields[1]) > 0):
+                found.add(current_function)
+    return found
+
+
+def shim_symbols(shim: Path) -> set[str]:
+    """The shim's functions, by their symbols (those of an unknown object a backend ran may be another's)."""
+    listing = subprocess.run(["nm", "--defined-only", str(shim)], capture_output=True, text=True, check=True).stdout
+    return {fields[2] for fields in map(str.split, listing.splitlines()) if len(fields) == 3 and fields[1] in "tTW"}
+
+
+def section_pattern(name: str) -> str:
+    """The pattern of the section -ffunction-sections gives the function: callgrind names a constructor or
+    destructor by its complete-object symbol (C1, D1), an alias in the base-object one's (C2, D2)
+    section; a function run only at exit (a destructor attribute) is in .text.exit.NAME."""
+    return _STRUCTOR.sub(lambda m: f"{m[1]}[12]{m[2]}", name)
+
+
+_STRUCTOR = re.compile(r"([CD])[12](E)")
+
+
+def backend_functions(shim: Path, arm: str, connections: int, scratch: Path) -> set[str]:
+    server = next(s for s in S.SERVERS if s.name == "postgres")
+    directory = S._prepared(server, scratch)
+    out = Path(tempfile.mkdtemp(prefix="callgrind-", dir=scratch))
+    out.chmod(0o777)  # written by a server that runs as another user
+    traces = Path(tempfile.mkdtemp(prefix="traces-", dir=scratch))
+    traces.chmod(0o777)
+    valgrind = ["valgrind", "--tool=callgrind", "--trace-children=yes", "--demangle=no",
+                "--zero-before=_Fork", f"--callgrind-out-file={out}/cg.%p"]
+    # setpriv before valgrind: a dump named by the pid is then never the root's file that the
+    # server, the same pid after setpriv's exec, cannot open.
+    run_as = server.run_as()
+    server.run_as = lambda: []
+    try:
+        with S.running(server, directory, POLICIES[arm], shim, traces, [*run_as, *valgrind]) as port:
+            subprocess.run(["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-C", "-S", "-n",
+                            "-c", "1", "-t", str(connections), "postgres"], capture_output=True,
+                           env=isolated_environment(), check=True, timeout=900)
+            time.sleep(1)  # the last backend's dump
+    finally:
+        del server.run_as
+    dumps = sorted(out.glob("cg.*"), key=lambda path: int(path.name.split(".")[1]))
+    # The postmaster is the first; the first backends take the call-site samples that the later ones,
+    # a steady-state server's, leave to the tree (README: Call sites).
+    backends = dumps[1:][-10:]
+    if len(backends) < 5:
+        raise RuntimeError(f"{arm}: {len(backends)} backend dumps in {out}")
+    found = set()
+    for dump in backends:
+        found |= shim_functions(dump)
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shim", type=Path, required=True)
+    parser.add_argument("--connections", type=int, default=30)
+    parser.add_argument("-o", "--output", type=Path, default=Path("preload/child_layout.ld"))
+    args = parser.parse_args()
+    names: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="child-text-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as scratch:
+        Path(scratch).chmod(0o711)
+        for arm in ("observe", *ADAPTIVE):
+            found = backend_functions(args.shim.resolve(), arm, args.connections, Path(scratch))
+            print(f"{arm}: {len(found)} functions", file=sys.stderr)
+            names |= found
+    # Callgrind names by its address the code it reads no symbol for (crtstuff's static functions).
+    sections = sorted(names & shim_symbols(args.shim))
+    body = "".join(f"    *(.text.{pattern} .text.exit.{pattern})\n" for pattern in map(section_pattern, sections))
+    args.output.write_text(HEADER + body + FOOTER)
+    print(f"{len(sections)} functions -> {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
