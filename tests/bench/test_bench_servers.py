@@ -357,8 +357,9 @@ def _descendants(root: int) -> dict[int, str]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             if fields[0] == "Z":
                 continue
-            parents[int(entry.name)] = int(fields[1])
-            commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            # Both read before either is kept: a process that exits between the two reads is not listed.
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            parents[int(entry.name)], commands[int(entry.name)] = int(fields[1]), command
     found, frontier = {}, [root]
     while frontier:
         parent = frontier.pop()
