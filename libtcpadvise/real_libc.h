@@ -22,7 +22,11 @@
 namespace tcpadvise {
 
 struct RealLibc;
+
+// g_real is bound by BindRealLibc, normally from the shim's constructor.
 extern RealLibc g_real;
+
+// BindRealLibc fills g_real; safe to call more than once and from any thread.
 void BindRealLibc();
 
 // BindFirst<&RealLibc::slot>::Call is what slot holds until BindRealLibc
@@ -145,9 +149,6 @@ struct alignas(64) RealLibc {
   // libunwind's mask around each step (signals.h: Sigprocmask).
   int (*sigprocmask)(int, const sigset_t*, sigset_t*);
 };
-
-// g_real is bound by BindRealLibc, normally from the shim's constructor.
-// BindRealLibc fills g_real; safe to call more than once and from any thread.
 
 template <typename R, typename... A, R (*RealLibc::*kSlot)(A...)>
 R BindFirst<kSlot>::Call(A... a) {
