@@ -7,6 +7,7 @@
 namespace tcpadvise {
 
 std::atomic<int> g_held_count{0};
+std::atomic<bool> g_read_gate{false};
 
 namespace {
 
@@ -16,6 +17,8 @@ int g_held_set_size = 0;
 // g_set_used is set before the lock is first taken: a fork child of a
 // process that never held anything (observe) leaves the set's page shared.
 std::atomic<bool> g_set_used{false};
+// g_every_read_gated: GateEveryRead was called; under the set's lock.
+bool g_every_read_gated = false;
 
 }  // namespace
 
@@ -37,6 +40,7 @@ bool AddToHeldSetSlow(PolicyState* p) {
     g_held_set[g_held_set_size++] = p;
     p->in_held_set = true;
     g_held_count.fetch_add(1, std::memory_order_relaxed);
+    g_read_gate.store(true, std::memory_order_relaxed);
   }
   UnlockShared(&g_set_lock);
   return p->in_held_set;
@@ -49,10 +53,18 @@ void RemoveFromHeldSet(PolicyState* p) {
     if (g_held_set[i] == p) {
       g_held_set[i] = g_held_set[--g_held_set_size];
       g_held_count.fetch_sub(1, std::memory_order_relaxed);
+      if (g_held_set_size == 0) g_read_gate.store(g_every_read_gated, std::memory_order_relaxed);
       break;
     }
   }
   p->in_held_set = false;
+  UnlockShared(&g_set_lock);
+}
+
+void GateEveryRead() {
+  LockShared(&g_set_lock);
+  g_every_read_gated = true;
+  g_read_gate.store(true, std::memory_order_relaxed);
   UnlockShared(&g_set_lock);
 }
 
@@ -73,6 +85,7 @@ void ClearHeldSetInChild(void (*drop)(PolicyState*)) {
   }
   g_held_set_size = 0;
   g_held_count.store(0, std::memory_order_relaxed);
+  g_read_gate.store(g_every_read_gated, std::memory_order_relaxed);
 }
 
 }  // namespace tcpadvise

@@ -20,6 +20,18 @@ constexpr int kMaxHeldSockets = 4096;
 extern std::atomic<int> g_held_count;
 inline bool AnyHeld() { return g_held_count.load(std::memory_order_relaxed) != 0; }
 
+// g_read_gate is true while a read must take the policies' read path:
+// something is held, or every read is gated (GateEveryRead). Stored under the
+// set's lock beside g_held_count, as relaxed as it, so the read hook's check
+// is one load: a thread sees its own holds, and the holds of any thread
+// ordered before it, exactly as through AnyHeld.
+extern std::atomic<bool> g_read_gate;
+inline bool ReadGated() { return g_read_gate.load(std::memory_order_relaxed); }
+
+// GateEveryRead keeps g_read_gate set for good, held bytes or not (a loaded
+// config re-arms TCP_QUICKACK after reads).
+void GateEveryRead();
+
 // HeldSetHasRoom tells whether p may start holding: a socket outside the set
 // would never be released.
 inline bool HeldSetHasRoom(const PolicyState* p) {

@@ -8,7 +8,9 @@ namespace {
 TEST(HeldSetTest, AddCopyRemove) {
   PolicyState a, b;
   EXPECT_FALSE(AnyHeld());
+  EXPECT_FALSE(ReadGated());
   EXPECT_TRUE(AddToHeldSet(&a));
+  EXPECT_TRUE(ReadGated());
   EXPECT_TRUE(AddToHeldSet(&a));  // once only
   EXPECT_TRUE(AddToHeldSet(&b));
   EXPECT_TRUE(AnyHeld());
@@ -19,8 +21,10 @@ TEST(HeldSetTest, AddCopyRemove) {
   RemoveFromHeldSet(&a);  // not there any more: nothing happens
   ASSERT_EQ(CopyHeldSet(copy), 1);
   EXPECT_EQ(copy[0], &b);
+  EXPECT_TRUE(ReadGated());  // b still holds
   RemoveFromHeldSet(&b);
   EXPECT_FALSE(AnyHeld());
+  EXPECT_FALSE(ReadGated());
   EXPECT_FALSE(a.in_held_set || b.in_held_set);
 }
 
@@ -32,6 +36,7 @@ TEST(HeldSetTest, FullSetRefusesNewSocketsButKeepsMembers) {
   EXPECT_FALSE(AddToHeldSet(&states[kMaxHeldSockets]));
   for (int i = 0; i < kMaxHeldSockets; ++i) RemoveFromHeldSet(&states[i]);
   EXPECT_FALSE(AnyHeld());
+  EXPECT_FALSE(ReadGated());
 }
 
 TEST(HeldSetTest, ClearInChildDropsEveryMember) {
@@ -43,7 +48,24 @@ TEST(HeldSetTest, ClearInChildDropsEveryMember) {
   ClearHeldSetInChild([](PolicyState*) { ++dropped; });
   EXPECT_EQ(dropped, 2);
   EXPECT_FALSE(AnyHeld());
+  EXPECT_FALSE(ReadGated());
   EXPECT_FALSE(a.in_held_set || b.in_held_set);
+}
+
+// Last: GateEveryRead lasts for the rest of the process.
+TEST(HeldSetTest, EveryReadGatedStaysGatedWhenTheSetEmpties) {
+  PolicyState a;
+  EXPECT_FALSE(ReadGated());
+  GateEveryRead();
+  EXPECT_TRUE(ReadGated());
+  EXPECT_FALSE(AnyHeld());
+  AddToHeldSet(&a);
+  RemoveFromHeldSet(&a);
+  EXPECT_TRUE(ReadGated());
+  AddToHeldSet(&a);
+  ClearHeldSetInChild([](PolicyState*) {});
+  EXPECT_FALSE(AnyHeld());
+  EXPECT_TRUE(ReadGated());
 }
 
 }  // namespace

@@ -197,7 +197,7 @@ template <typename Call>
 
 // TrackedRead runs one read-family call on a tracked socket and records it.
 // Without a config, or while nothing is held and no rule re-arms quickack,
-// a read is only recorded: two loads on the observe path.
+// a read is only recorded: one load on the observe path.
 template <typename Call>
 [[gnu::always_inline]] inline ssize_t TrackedRead(SocketState* s, int fd, ReadApi api, int flags, const Call& call) {
   if (__builtin_expect(PolicyTakesRead(), 0)) {

@@ -25,10 +25,6 @@ namespace tcpadvise {
 // g_policy_config is the loaded config, or nullptr when the shim only observes.
 extern const PolicyConfig* g_policy_config;
 
-// g_config_quickack: a rule of the loaded config re-arms TCP_QUICKACK after
-// each read that got data.
-extern bool g_config_quickack;
-
 // g_fail_open is the reason the policy turned itself off (PolicyFailOpen),
 // or nullptr.
 extern std::atomic<const char*> g_fail_open;
@@ -38,8 +34,10 @@ inline bool PolicyOff() { return g_fail_open.load(std::memory_order_relaxed) != 
 // policies' read path (hooks.cc: ReadUnderPolicy): some socket holds bytes
 // that must leave before the read waits for their answer, or quickack is
 // to be re-armed. Otherwise, as under an observe-only config, the read is
-// only recorded.
-inline bool PolicyTakesRead() { return g_policy_config != nullptr && (AnyHeld() || g_config_quickack); }
+// only recorded. One load (held_set.h: g_read_gate): only a policy holds
+// (AttachPolicy needs a config), and UseConfig gates every read once the
+// config is loaded when a rule re-arms quickack.
+inline bool PolicyTakesRead() { return ReadGated(); }
 
 // LoadPolicyConfig reads the file with libtcpadvise_config.so (found beside
 // the shim); on any mistake it warns once and leaves the shim observing

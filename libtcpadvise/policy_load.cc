@@ -14,15 +14,16 @@
 namespace tcpadvise {
 
 const PolicyConfig* g_policy_config = nullptr;
-bool g_config_quickack = false;
 bool g_config_problem = false;
 
 namespace {
 
 // UseConfig makes config the loaded one.
 void UseConfig(const PolicyConfig* config) {
-  for (const PolicyRule& rule : config->rules) g_config_quickack |= rule.settings.quickack;
+  bool quickack = false;  // a rule re-arms TCP_QUICKACK after each read that got data
+  for (const PolicyRule& rule : config->rules) quickack |= rule.settings.quickack;
   g_policy_config = config;
+  if (quickack) GateEveryRead();
 }
 
 // A compiled config is read into, and decoded in, static storage: no

@@ -5,7 +5,9 @@
 
 namespace tcpadvise {
 
-RealLibc g_real;
+// g_real is constant-initialized (__constinit: a build error otherwise): the hot slots
+// hold BindFirst before any code runs, a hook called before any constructor too.
+__constinit RealLibc g_real{};
 
 template <typename Fn>
 static void Bind(Fn& slot, const char* name) {

@@ -21,6 +21,26 @@
 
 namespace tcpadvise {
 
+struct RealLibc;
+
+// g_real is bound by BindRealLibc, normally from the shim's constructor.
+extern RealLibc g_real;
+
+// BindRealLibc fills g_real; safe to call more than once and from any thread.
+void BindRealLibc();
+
+// BindFirst<&RealLibc::slot>::Call is what slot holds until BindRealLibc
+// fills it: it binds, then makes the call. The hot calls (Libc* below) then
+// call their slot as it is, with no test for an unbound one: a hook that
+// runs before the shim's constructor (another library's constructor) binds
+// through it.
+template <auto kSlot>
+struct BindFirst;
+template <typename R, typename... A, R (*RealLibc::*kSlot)(A...)>
+struct BindFirst<kSlot> {
+  [[gnu::cold]] static R Call(A... a);
+};
+
 // RealLibc holds one pointer per wrapped libc function.
 struct alignas(64) RealLibc {
   // direct is set while the process runs one application thread and the
@@ -31,16 +51,16 @@ struct alignas(64) RealLibc {
   // thread that has no sibling (pthread_cancel switches this off first).
   std::atomic<bool> direct;
   // The commonest calls share direct's cache line.
-  ssize_t (*write)(int, const void*, size_t);
-  ssize_t (*read)(int, void*, size_t);
-  ssize_t (*writev)(int, const struct iovec*, int);
-  ssize_t (*readv)(int, const struct iovec*, int);
-  ssize_t (*send)(int, const void*, size_t, int);
-  ssize_t (*recv)(int, void*, size_t, int);
-  ssize_t (*sendto)(int, const void*, size_t, int, const struct sockaddr*, socklen_t);
-  ssize_t (*recvfrom)(int, void*, size_t, int, struct sockaddr*, socklen_t*);
-  ssize_t (*sendmsg)(int, const struct msghdr*, int);
-  ssize_t (*recvmsg)(int, struct msghdr*, int);
+  ssize_t (*write)(int, const void*, size_t) = BindFirst<&RealLibc::write>::Call;
+  ssize_t (*read)(int, void*, size_t) = BindFirst<&RealLibc::read>::Call;
+  ssize_t (*writev)(int, const struct iovec*, int) = BindFirst<&RealLibc::writev>::Call;
+  ssize_t (*readv)(int, const struct iovec*, int) = BindFirst<&RealLibc::readv>::Call;
+  ssize_t (*send)(int, const void*, size_t, int) = BindFirst<&RealLibc::send>::Call;
+  ssize_t (*recv)(int, void*, size_t, int) = BindFirst<&RealLibc::recv>::Call;
+  ssize_t (*sendto)(int, const void*, size_t, int, const struct sockaddr*, socklen_t) = BindFirst<&RealLibc::sendto>::Call;
+  ssize_t (*recvfrom)(int, void*, size_t, int, struct sockaddr*, socklen_t*) = BindFirst<&RealLibc::recvfrom>::Call;
+  ssize_t (*sendmsg)(int, const struct msghdr*, int) = BindFirst<&RealLibc::sendmsg>::Call;
+  ssize_t (*recvmsg)(int, struct msghdr*, int) = BindFirst<&RealLibc::recvmsg>::Call;
   int (*sendmmsg)(int, struct mmsghdr*, unsigned int, int);
   ssize_t (*sendfile)(int, int, off_t*, size_t);
   ssize_t (*sendfile64)(int, int, off64_t*, size_t);
@@ -63,12 +83,12 @@ struct alignas(64) RealLibc {
   int (*fcntl64)(int, int, ...);
   int (*setsockopt)(int, int, int, const void*, socklen_t);
   int (*ioctl)(int, unsigned long, ...);
-  int (*poll)(struct pollfd*, nfds_t, int);
+  int (*poll)(struct pollfd*, nfds_t, int) = BindFirst<&RealLibc::poll>::Call;
   int (*ppoll)(struct pollfd*, nfds_t, const struct timespec*, const sigset_t*);
   int (*select)(int, fd_set*, fd_set*, fd_set*, struct timeval*);
   int (*pselect)(int, fd_set*, fd_set*, fd_set*, const struct timespec*, const sigset_t*);
-  int (*epoll_wait)(int, struct epoll_event*, int, int);
-  int (*epoll_pwait)(int, struct epoll_event*, int, int, const sigset_t*);
+  int (*epoll_wait)(int, struct epoll_event*, int, int) = BindFirst<&RealLibc::epoll_wait>::Call;
+  int (*epoll_pwait)(int, struct epoll_event*, int, int, const sigset_t*) = BindFirst<&RealLibc::epoll_pwait>::Call;
   int (*poll_chk)(struct pollfd*, nfds_t, int, size_t);
   int (*ppoll_chk)(struct pollfd*, nfds_t, const struct timespec*, const sigset_t*, size_t);
   int (*epoll_pwait2)(int, struct epoll_event*, int, const struct timespec*, const sigset_t*);
@@ -130,11 +150,11 @@ struct alignas(64) RealLibc {
   int (*sigprocmask)(int, const sigset_t*, sigset_t*);
 };
 
-// g_real is bound by BindRealLibc, normally from the shim's constructor.
-extern RealLibc g_real;
-
-// BindRealLibc fills g_real; safe to call more than once and from any thread.
-void BindRealLibc();
+template <typename R, typename... A, R (*RealLibc::*kSlot)(A...)>
+R BindFirst<kSlot>::Call(A... a) {
+  BindRealLibc();
+  return (g_real.*kSlot)(a...);
+}
 
 // Real returns a bound pointer: a library constructor that runs before ours
 // may already call a wrapped function, so the first call binds on demand.
@@ -149,46 +169,46 @@ inline Fn Real(Fn& slot) {
 // own syscall(), not the shim's wrapper; each returns and sets errno as libc does.
 inline bool Direct() { return g_real.direct.load(std::memory_order_relaxed); }
 inline ssize_t LibcWrite(int fd, const void* buf, size_t n) {
-  return Direct() ? g_real.syscall(SYS_write, fd, buf, n) : Real(g_real.write)(fd, buf, n);
+  return Direct() ? g_real.syscall(SYS_write, fd, buf, n) : g_real.write(fd, buf, n);
 }
 inline ssize_t LibcWritev(int fd, const struct iovec* iov, int iovcnt) {
-  return Direct() ? g_real.syscall(SYS_writev, fd, iov, iovcnt) : Real(g_real.writev)(fd, iov, iovcnt);
+  return Direct() ? g_real.syscall(SYS_writev, fd, iov, iovcnt) : g_real.writev(fd, iov, iovcnt);
 }
 inline ssize_t LibcSend(int fd, const void* buf, size_t n, int flags) {
-  return Direct() ? g_real.syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0) : Real(g_real.send)(fd, buf, n, flags);
+  return Direct() ? g_real.syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0) : g_real.send(fd, buf, n, flags);
 }
 inline ssize_t LibcSendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t len) {
-  return Direct() ? g_real.syscall(SYS_sendto, fd, buf, n, flags, addr, len) : Real(g_real.sendto)(fd, buf, n, flags, addr, len);
+  return Direct() ? g_real.syscall(SYS_sendto, fd, buf, n, flags, addr, len) : g_real.sendto(fd, buf, n, flags, addr, len);
 }
 inline ssize_t LibcSendmsg(int fd, const struct msghdr* msg, int flags) {
-  return Direct() ? g_real.syscall(SYS_sendmsg, fd, msg, flags) : Real(g_real.sendmsg)(fd, msg, flags);
+  return Direct() ? g_real.syscall(SYS_sendmsg, fd, msg, flags) : g_real.sendmsg(fd, msg, flags);
 }
 inline ssize_t LibcRead(int fd, void* buf, size_t n) {
-  return Direct() ? g_real.syscall(SYS_read, fd, buf, n) : Real(g_real.read)(fd, buf, n);
+  return Direct() ? g_real.syscall(SYS_read, fd, buf, n) : g_real.read(fd, buf, n);
 }
 inline ssize_t LibcReadv(int fd, const struct iovec* iov, int iovcnt) {
-  return Direct() ? g_real.syscall(SYS_readv, fd, iov, iovcnt) : Real(g_real.readv)(fd, iov, iovcnt);
+  return Direct() ? g_real.syscall(SYS_readv, fd, iov, iovcnt) : g_real.readv(fd, iov, iovcnt);
 }
 inline ssize_t LibcRecv(int fd, void* buf, size_t n, int flags) {
-  return Direct() ? g_real.syscall(SYS_recvfrom, fd, buf, n, flags, nullptr, nullptr) : Real(g_real.recv)(fd, buf, n, flags);
+  return Direct() ? g_real.syscall(SYS_recvfrom, fd, buf, n, flags, nullptr, nullptr) : g_real.recv(fd, buf, n, flags);
 }
 inline ssize_t LibcRecvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* len) {
   return Direct() ? g_real.syscall(SYS_recvfrom, fd, buf, n, flags, addr, len)
-                  : Real(g_real.recvfrom)(fd, buf, n, flags, addr, len);
+                  : g_real.recvfrom(fd, buf, n, flags, addr, len);
 }
 inline ssize_t LibcRecvmsg(int fd, struct msghdr* msg, int flags) {
-  return Direct() ? g_real.syscall(SYS_recvmsg, fd, msg, flags) : Real(g_real.recvmsg)(fd, msg, flags);
+  return Direct() ? g_real.syscall(SYS_recvmsg, fd, msg, flags) : g_real.recvmsg(fd, msg, flags);
 }
 inline int LibcPoll(struct pollfd* fds, nfds_t nfds, int timeout) {
-  return Direct() ? static_cast<int>(g_real.syscall(SYS_poll, fds, nfds, timeout)) : Real(g_real.poll)(fds, nfds, timeout);
+  return Direct() ? static_cast<int>(g_real.syscall(SYS_poll, fds, nfds, timeout)) : g_real.poll(fds, nfds, timeout);
 }
 inline int LibcEpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout) {
   return Direct() ? static_cast<int>(g_real.syscall(SYS_epoll_wait, epfd, events, maxevents, timeout))
-                  : Real(g_real.epoll_wait)(epfd, events, maxevents, timeout);
+                  : g_real.epoll_wait(epfd, events, maxevents, timeout);
 }
 inline int LibcEpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask) {
   return Direct() ? static_cast<int>(g_real.syscall(SYS_epoll_pwait, epfd, events, maxevents, timeout, mask, _NSIG / 8))
-                  : Real(g_real.epoll_pwait)(epfd, events, maxevents, timeout, mask);
+                  : g_real.epoll_pwait(epfd, events, maxevents, timeout, mask);
 }
 
 }  // namespace tcpadvise

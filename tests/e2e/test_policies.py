@@ -157,3 +157,24 @@ def test_main_thread_exit_ends_the_process(tmp_path, name):
     assert result.returncode == 0, result.stderr
     (trace,) = load_traces(out).values()
     assert sum(s["writes"]["bytes"] for s in trace["sockets"] if s["role"] == "client") == 2
+
+
+@pytest.mark.parametrize("policy, quickacks", [("{quickack: true}", True), ("{nodelay: true}", False)])
+def test_quickack_is_rearmed_after_each_read_that_got_data(tmp_path, server_factory, policy, quickacks):
+    """quickack: true sets TCP_QUICKACK after every read that got data (the read hook's gate is set for
+    good once such a config is loaded, nothing held); a config without it never sets it. strace counts
+    the setsockopt calls the client makes."""
+    server = server_factory()
+    env, out = policy_env(tmp_path, policy, "rule")
+    log = tmp_path / "strace.txt"
+    result = run(["strace", "-f", "-qq", "-e", "trace=setsockopt", "-o", str(log), prog("burst"), "client", "--port",
+                  str(server.port), "--rounds", str(ROUNDS)], env=env)
+    did = client_json(result)[0]
+    (sock,) = sockets(load_traces(out)[did["pid"]], "client")
+    assert did["rounds"] == ROUNDS and sock["reads"]["bytes"] == ROUNDS * 2
+    set_quickack = [line for line in log.read_text().splitlines() if "TCP_QUICKACK, [1]" in line]
+    if quickacks:
+        # Every answer is read by at least one read that got data; no more than the reads made.
+        assert ROUNDS <= len(set_quickack) <= sock["reads"]["calls"], (len(set_quickack), sock["reads"])
+    else:
+        assert set_quickack == []

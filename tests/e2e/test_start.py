@@ -8,6 +8,7 @@ and makes none of the system calls of those. Checked in the processes' own
 are bench/start_cost.py's."""
 import json
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -185,3 +186,15 @@ def test_forks_while_threads_use_the_heap_do_not_hang(tmp_path):
             assert written == 80, trace["sockets"]
         for trace in out.iterdir():
             trace.unlink()
+
+
+def test_hooks_called_before_the_shims_constructor_bind_libc_first(tmp_path):
+    """Another library's constructor that runs first calls write, read and socketpair through the
+    shim before it has bound libc (real_libc.h: the hot slots hold BindFirst, g_real is constant-
+    initialized): each call binds and is made, in order."""
+    env = shim_env(tmp_path / "traces")
+    early = pathlib.Path(prog("early")).parent / "libearly.so"
+    env["LD_PRELOAD"] += f" {early}"  # preloaded after the shim: its constructor runs first
+    result = run(["/bin/echo", "main"], env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "first\nearly\nmain\n"
