@@ -41,9 +41,12 @@ HEADER = """\
 /* child_layout.ld: what a fork child (a PostgreSQL backend under pgbench -C)
    runs and writes of the shim, side by side. Written by bench/child_layout.py.
 
-   The functions it runs, in one output section right after the PLT: the
-   child faults in two 64 KiB windows of the shim's text where it faulted in
-   seven. From callgrind runs under observe, cork and coalesce; a name that no
+   The functions it runs, first in .text, right after the PLT: the child
+   faults in two 64 KiB windows of the shim's text where it faulted in seven.
+   The rest of the text follows in the same output section, as the default
+   script would place it, whose own .text is then empty and dropped: tools
+   that symbolize only the section .text (valgrind's callgrind, which
+   bench/server_instructions.py reads) see every function. From callgrind runs under observe, cork and coalesce; a name that no
    longer exists matches nothing and its function stays in .text. crtbeginS.o's
    .text (the destructors the exit runs) and .fini (_fini, DT_FINI) come along:
    each child runs them.
@@ -74,12 +77,18 @@ SECTIONS
 INSERT AFTER .data;
 SECTIONS
 {
-  .text.tcpadvise_child :
+  .text :
   {
 """
 FOOTER = """\
     *crtbeginS.o(.text)
     KEEP (*(SORT_NONE(.fini)))
+    *(.text.unlikely .text.*_unlikely .text.unlikely.*)
+    *(.text.exit .text.exit.*)
+    *(.text.startup .text.startup.*)
+    *(.text.hot .text.hot.*)
+    *(SORT(.text.sorted.*))
+    *(.text .stub .text.* .gnu.linkonce.t.*)
   }
 }
 INSERT BEFORE .text;
