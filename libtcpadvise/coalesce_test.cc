@@ -10,15 +10,6 @@
 namespace tcpadvise {
 namespace {
 
-struct Passthrough {
-  int fd;
-  iovec iov;
-  static ssize_t Call(void* context) {
-    auto* p = static_cast<Passthrough*>(context);
-    return LibcWrite(p->fd, p->iov.iov_base, p->iov.iov_len);
-  }
-};
-
 ssize_t Write(PolicyFixture& f, const void* buf, size_t n) {
   Passthrough pass = {f.pair.client, {const_cast<void*>(buf), n}};
   EXPECT_TRUE(f.state.lock.TryTake());

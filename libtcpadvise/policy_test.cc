@@ -43,15 +43,6 @@ PolicyFixture* NewFixture(bool coalesce) {
   return fixtures->back();
 }
 
-struct Passthrough {
-  int fd;
-  iovec iov;
-  static ssize_t Call(void* context) {
-    auto* p = static_cast<Passthrough*>(context);
-    return LibcWrite(p->fd, p->iov.iov_base, p->iov.iov_len);
-  }
-};
-
 // AppWrite writes text as the write hook does (hooks.cc: Written): the
 // lock-free pass when it applies and fast is set, else PolicyWrite; then the
 // burst counts one more write (SocketState::OnWrite).

@@ -57,6 +57,16 @@ struct TcpPair {
   }
 };
 
+// Passthrough is a hook's original call for PolicyWrite: a write of iov on fd.
+struct Passthrough {
+  int fd;
+  iovec iov;
+  static ssize_t Call(void* context) {
+    auto* p = static_cast<Passthrough*>(context);
+    return LibcWrite(p->fd, p->iov.iov_base, p->iov.iov_len);
+  }
+};
+
 // PolicyFixture is a policy state for pair.client with settings.
 struct PolicyFixture {
   TcpPair pair;

@@ -19,23 +19,30 @@ int IntOption(int fd, int level, int name) {
   return value;
 }
 
+// ListenOnLoopback returns a socket listening on 127.0.0.1; its address in addr.
+int ListenOnLoopback(sockaddr_in* addr) {
+  *addr = {};
+  addr->sin_family = AF_INET;
+  addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(*addr);
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_EQ(bind(listener, reinterpret_cast<sockaddr*>(addr), len), 0);
+  EXPECT_EQ(listen(listener, 1), 0);
+  EXPECT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(addr), &len), 0);
+  return listener;
+}
+
 // ReadKernelOptions reads the buffers in one call (SO_MEMINFO): the figures
 // SO_SNDBUF and SO_RCVBUF give, whatever the program set.
 TEST(TcpInfoTest, KernelOptionsAreWhatGetsockoptGives) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), len), 0);
-  ASSERT_EQ(listen(listener, 1), 0);
-  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  sockaddr_in addr;
+  const int listener = ListenOnLoopback(&addr);
   const int client = socket(AF_INET, SOCK_STREAM, 0);
   const int one = 1, sndbuf = 50000, rcvbuf = 70000;
   ASSERT_EQ(setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
   ASSERT_EQ(setsockopt(client, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
   ASSERT_EQ(setsockopt(client, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
-  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   const int server = accept(listener, nullptr, nullptr);
   ASSERT_GE(server, 0);
   ASSERT_EQ(setsockopt(server, IPPROTO_TCP, TCP_CORK, &one, sizeof(one)), 0);
@@ -60,18 +67,12 @@ TEST(TcpInfoTest, KernelOptionsAreWhatGetsockoptGives) {
 // peer has not read (acknowledged), with bytes the kernel could not send
 // yet, after a shutdown, and on the listener.
 TEST(TcpInfoTest, SendQueueIsWhatSiocoutqReads) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), len), 0);
-  ASSERT_EQ(listen(listener, 1), 0);
-  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  sockaddr_in addr;
+  const int listener = ListenOnLoopback(&addr);
   const int client = socket(AF_INET, SOCK_STREAM, 0);
   const int small = 4096;
   ASSERT_EQ(setsockopt(client, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
-  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   const int server = accept(listener, nullptr, nullptr);
   ASSERT_GE(server, 0);
   // The two reads are apart in time: an acknowledgement between them is
