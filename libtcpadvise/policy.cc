@@ -178,13 +178,15 @@ bool TryTakeTurn(PolicyState* p) {
 namespace {
 
 // PublishesPass tells whether a burst's first write on p's socket may pass
-// without the turn (PassesUnheld): the shape is steady and nothing is held,
+// without the turn (PassesUnheld): the policy is adaptive (a fixed cork's
+// Uncork writes the shape too), the shape is steady and nothing is held,
 // corked, left by a signal handler, gone or turned off. p's turn is held. A
 // pass given before the policy turned off stays: such a write passes
 // through unchanged either way.
 bool PublishesPass(const PolicyState* p) {
-  return AdaptSteady(p->shape) && !HoldsSomething(p) && p->overflow_length.load(std::memory_order_relaxed) == 0 &&
-         !p->gone.load(std::memory_order_relaxed) && !PolicyOff();
+  return p->settings->adaptive && AdaptSteady(p->shape) && !HoldsSomething(p) &&
+         p->overflow_length.load(std::memory_order_relaxed) == 0 && !p->gone.load(std::memory_order_relaxed) &&
+         !PolicyOff();
 }
 
 }  // namespace

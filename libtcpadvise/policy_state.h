@@ -52,9 +52,10 @@ class SocketTurn {
   void Give(bool passes = false) {
     blocking_.store(false, std::memory_order_relaxed);
     uint8_t taken = kTaken;
-    if (!passes || !word_.compare_exchange_strong(taken, kPasses, std::memory_order_release, std::memory_order_relaxed)) {
-      word_.store(0, std::memory_order_release);
+    if (passes && word_.compare_exchange_strong(taken, kPasses, std::memory_order_release, std::memory_order_relaxed)) {
+      return;
     }
+    word_.store(0, std::memory_order_release);
   }
   // SocketTurn::Veto withdraws a published pass (and one a holder is about to give).
   void Veto() { word_.fetch_or(kVetoed, std::memory_order_acq_rel); }

@@ -164,16 +164,19 @@ TEST(PolicyTest, AVetoWinsOverTheHoldersPass) {
 }
 
 TEST(PolicyTest, AFixedPolicyNeverPassesWithoutTheTurn) {
-  PolicyFixture* f = NewFixture(true);
-  f->settings.adaptive = false;
-  for (int burst = 0; burst < 3; ++burst) {
-    EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
-    ASSERT_EQ(AppWrite(f, "y", true), 1);
-    EXPECT_EQ(f->state.held.load(), 1u);
-    AppRead(f);
+  for (const bool coalesce : {true, false}) {
+    PolicyFixture* f = NewFixture(coalesce);
+    f->settings.adaptive = false;
+    for (int burst = 0; burst < 3; ++burst) {
+      EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
+      ASSERT_EQ(AppWrite(f, "y", true), 1);
+      // Held, or corked (an uncork counts the burst's writes into the shape).
+      EXPECT_TRUE(HoldsSomething(&f->state));
+      AppRead(f);
+    }
+    EXPECT_EQ(Counters(f).bursts_passed.Get(), 0u);
+    EXPECT_EQ(f->pair.ReadAvailable(), "yyy");
   }
-  EXPECT_EQ(Counters(f).bursts_passed.Get(), 0u);
-  EXPECT_EQ(f->pair.ReadAvailable(), "yyy");
 }
 
 // A socket that starts writing in pieces still turns active after
