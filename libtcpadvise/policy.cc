@@ -184,7 +184,9 @@ namespace {
 // pass given before the policy turned off stays: such a write passes
 // through unchanged either way.
 bool PublishesPass(const PolicyState* p) {
-  return p->settings->adaptive && AdaptSteady(p->shape) && !HoldsSomething(p) &&
+  // Held bytes first: a coalesced burst's held writes give the turn back
+  // most, and stop at the first test.
+  return !HoldsSomething(p) && AdaptSteady(p->shape) && p->settings->adaptive &&
          p->overflow_length.load(std::memory_order_relaxed) == 0 && !p->gone.load(std::memory_order_relaxed) &&
          !PolicyOff();
 }
