@@ -394,8 +394,8 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
   return result;
 }
 
-void ReleaseAll(FlushCause cause) {
-  if (!AnyHeld() || InterruptedShim()) return;  // a signal handler: the interrupted call finishes the job
+void ReleaseHeld(FlushCause cause) {
+  if (InterruptedShim()) return;  // a signal handler: the interrupted call finishes the job
   ReleaseAllFor(cause, cause == FlushCause::kExit || cause == FlushCause::kExec || cause == FlushCause::kFork);
 }
 

@@ -98,8 +98,12 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
 }
 
 // ReleaseAll flushes or uncorks every socket that holds something, waiting
-// for a blocking socket's buffer if need be; cheap when none holds anything.
-void ReleaseAll(FlushCause cause);
+// for a blocking socket's buffer if need be; one load when none holds
+// anything (ReleaseHeld does the rest, out of line).
+void ReleaseHeld(FlushCause cause);
+inline void ReleaseAll(FlushCause cause) {
+  if (__builtin_expect(AnyHeld(), 0)) ReleaseHeld(cause);
+}
 
 // ReleaseSocket flushes or uncorks one socket, before it is closed, shut down
 // or replaced: bytes are sent even if that means waiting (up to about 5 s on
