@@ -61,10 +61,6 @@ class SocketTurn {
   void Veto() { word_.fetch_or(kVetoed, std::memory_order_acq_rel); }
   // SocketTurn::Passes tells whether the turn is free with a pass published.
   bool Passes() const { return word_.load(std::memory_order_acquire) == kPasses; }
-  bool Taken() const { return (word_.load(std::memory_order_relaxed) & kTaken) != 0; }
-  // SocketTurn::Free tells whether nobody holds the turn; seeing it free
-  // after a holder gave it back, the caller sees all the holder did.
-  bool Free() const { return (word_.load(std::memory_order_acquire) & kTaken) == 0; }
   // SocketTurn::SetBlocking marks the holder as about to wait in the kernel.
   void SetBlocking(bool blocking) { blocking_.store(blocking, std::memory_order_relaxed); }
   bool HolderMayBlock() const { return blocking_.load(std::memory_order_relaxed); }

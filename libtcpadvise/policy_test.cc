@@ -73,7 +73,7 @@ TEST(PolicyTest, APassiveSocketPassesWithoutTheTurn) {
   AppRead(f);
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(PassesUnheld(&f->socket, &f->state));
-    EXPECT_TRUE(f->state.lock.Free());
+    EXPECT_TRUE(f->state.lock.Passes()) << "the pass takes no turn";
     ASSERT_EQ(LibcWrite(f->pair.client, "x", 1), 1);  // the hook makes the call itself
     f->socket.stats.burst_open_writes.Add(1);
     AppRead(f);
@@ -155,12 +155,13 @@ TEST(PolicyTest, AVetoWinsOverTheHoldersPass) {
   EXPECT_FALSE(turn.TryTake()) << "a veto leaves the turn taken";
   turn.Give(true);
   EXPECT_FALSE(turn.Passes());
-  EXPECT_TRUE(turn.Free());
-  ASSERT_TRUE(turn.TryTake());
+  ASSERT_TRUE(turn.TryTake()) << "given back all the same";
   turn.Give(true);
   turn.Veto();
   EXPECT_FALSE(turn.Passes());
-  EXPECT_TRUE(turn.Free());
+  ASSERT_TRUE(turn.TryTake());
+  turn.Give(true);
+  EXPECT_TRUE(turn.Passes()) << "a veto lasts until the turn is next taken";
 }
 
 TEST(PolicyTest, AFixedPolicyNeverPassesWithoutTheTurn) {
