@@ -73,7 +73,7 @@ ssize_t SendHeldThen(PolicyState* p, int fd, const iovec* iov, int iovcnt, int f
     }
     if (static_cast<size_t>(sent) >= held) {
       if (held != 0) NoteHoldEnded(p, FlushCause::kLimit);
-      p->held.store(0, std::memory_order_release);  // after the send: see PassesUnheld
+      p->held.store(0, std::memory_order_relaxed);
       p->nonblocking_ok = static_cast<size_t>(sent) - held == app_bytes;
       const ssize_t app_sent = sent - static_cast<ssize_t>(held);
       if (app_sent == 0 && app_bytes != 0) {
@@ -165,14 +165,12 @@ bool Flush(PolicyState* p, int fd, FlushCause cause, bool may_block) {
       CountersOf(p).deferred_errors.Add(ErrnoSlot(errno), 1);
       p->pending_errno = errno;
       NoteHoldEnded(p, cause);
-      p->held.store(0, std::memory_order_release);
+      p->held.store(0, std::memory_order_relaxed);
       return true;
     }
     if (static_cast<uint32_t>(sent) == held) {
       NoteHoldEnded(p, cause);
-      // Release, once the kernel has the bytes: a write that finds nothing
-      // held without the turn (PassesUnheld) goes after them.
-      p->held.store(0, std::memory_order_release);
+      p->held.store(0, std::memory_order_relaxed);
       p->nonblocking_ok = true;
       return true;
     }
@@ -221,6 +219,9 @@ ssize_t SignalWrite(PolicyState* p, const iovec* iov, int iovcnt, ssize_t (*pass
   do {
     if (p->overflow == nullptr || at + n > kOverflowCapacity) return passthrough(context);  // documented limit
   } while (!p->overflow_length.compare_exchange_weak(at, at + static_cast<uint32_t>(n), std::memory_order_acq_rel));
+  // Taking no turn, the reservation withdraws the pass a holder gave or is
+  // giving: this thread's next write must go behind these bytes.
+  p->lock.Veto();
   bool readable = true;
   for (int i = 0; i < iovcnt; ++i) {
     // An unreadable buffer still fills its reservation (zeros would be sent):

@@ -30,14 +30,9 @@ void Uncork(PolicyState* p, int fd, FlushCause cause) {
   // A corked burst's later writes skip the policy: the adaptive rule learns
   // their number here, before the read that ends the burst.
   const uint64_t burst_writes = p->socket->stats.burst_open_writes.Get();
-  if (burst_writes > p->shape.burst_writes) {
-    p->shape.burst_writes = static_cast<uint32_t>(burst_writes);
-    p->steady_passive.store(false, std::memory_order_relaxed);  // the next write's AdaptWrite decides
-  }
+  if (burst_writes > p->shape.burst_writes) p->shape.burst_writes = static_cast<uint32_t>(burst_writes);
   SetCork(fd, 0);
-  // Release: a write that finds the socket uncorked without the turn
-  // (PassesUnheld) comes after the corked bytes.
-  p->corked.store(false, std::memory_order_release);
+  p->corked.store(false, std::memory_order_relaxed);
   NoteReleased(p, cause, p->cork_start);
 }
 

@@ -188,7 +188,7 @@ constexpr int kOrdinaryFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
 // after a read that got data (not after every EAGAIN of an event loop).
 template <typename Call>
 [[gnu::noinline]] ssize_t ReadUnderPolicy(SocketState* s, int fd, ReadApi api, int flags, const Call& call) {
-  if (AnyHeld()) ReleaseAll(FlushCause::kRead);
+  ReleaseAll(FlushCause::kRead);
   const ssize_t result = call();
   if (result > 0) AfterReadPolicy(s, fd);
   RecordRead(s, api, flags, result);
@@ -627,9 +627,7 @@ int Ioctl(int fd, unsigned long request, void* arg) {
 // A wait is where the application expects its writes to be on the way: a
 // policy lets go of everything it holds first. With nothing held the cost is
 // one load.
-inline void BeforeWait() {
-  if (__builtin_expect(AnyHeld(), 0)) ReleaseAll(FlushCause::kWait);
-}
+inline void BeforeWait() { ReleaseAll(FlushCause::kWait); }
 
 int Poll(struct pollfd* fds, nfds_t nfds, int timeout) {
   BeforeWait();

@@ -124,7 +124,6 @@ bool AdaptActs(PolicyState* p) {
   bool switched;
   const AdaptDecision decision =
       AdaptWrite(&p->shape, burst_start, settings.adapt_enter_bursts, settings.adapt_leave_bursts, &switched);
-  p->steady_passive.store(AdaptSteady(p->shape), std::memory_order_relaxed);
   PolicyCounters& c = CountersOf(p);
   if (switched) c.adapt_switches.Increment();
   if (p->shape.burst_writes == 1) {
@@ -176,6 +175,24 @@ bool TryTakeTurn(PolicyState* p) {
   return true;
 }
 
+namespace {
+
+// PublishesPass tells whether a burst's first write on p's socket may pass
+// without the turn (PassesUnheld): the policy is adaptive (a fixed cork's
+// Uncork writes the shape too), the shape is steady and nothing is held,
+// corked, left by a signal handler, gone or turned off. p's turn is held. A
+// pass given before the policy turned off stays: such a write passes
+// through unchanged either way.
+bool PublishesPass(const PolicyState* p) {
+  // Held bytes first: a coalesced burst's held writes give the turn back
+  // most, and stop at the first test.
+  return !HoldsSomething(p) && AdaptSteady(p->shape) && p->settings->adaptive &&
+         p->overflow_length.load(std::memory_order_relaxed) == 0 && !p->gone.load(std::memory_order_relaxed) &&
+         !PolicyOff();
+}
+
+}  // namespace
+
 void GiveTurn(PolicyState* p) {
   for (;;) {
     if (__builtin_expect(p->overflow_length.load(std::memory_order_acquire) != p->overflow_drained, 0)) {
@@ -184,7 +201,7 @@ void GiveTurn(PolicyState* p) {
     }
     if (p->orphaned.load(std::memory_order_relaxed)) DropHeld(p, EBADF);
     const uint32_t drained = p->overflow_drained;  // the turn's: read before giving it
-    p->lock.Give();
+    p->lock.Give(PublishesPass(p));
     t_inside = nullptr;
     // A handler that came after the drain queued behind us (t_inside was
     // still p); one that comes from here on finds the turn free and takes it.
@@ -289,7 +306,7 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   p->corked.store(false, std::memory_order_relaxed);
   p->app_corks = false;
   p->shape = AdaptiveShape();
-  p->steady_passive.store(false, std::memory_order_relaxed);
+  p->lock.Veto();  // a reused state's pass was its last socket's
   if (p->capacity != 0 && settings.coalesce_max_bytes != 0 && p->capacity != settings.coalesce_max_bytes) {
     FreeBuffers(p);
   }
@@ -377,8 +394,8 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
   return result;
 }
 
-void ReleaseAll(FlushCause cause) {
-  if (!AnyHeld() || InterruptedShim()) return;  // a signal handler: the interrupted call finishes the job
+void ReleaseHeld(FlushCause cause) {
+  if (InterruptedShim()) return;  // a signal handler: the interrupted call finishes the job
   ReleaseAllFor(cause, cause == FlushCause::kExit || cause == FlushCause::kExec || cause == FlushCause::kFork);
 }
 
@@ -413,7 +430,11 @@ void PolicyBeforeBypass(int fd, bool bypass) {
   SocketState* s = g_table.Lookup(fd);
   if (s == nullptr || s->stats.policy == nullptr) return;
   ReleaseSocket(s, fd, FlushCause::kPassthrough);
-  if (bypass) s->stats.policy->gone.store(true, std::memory_order_relaxed);
+  if (bypass) {
+    PolicyState* p = s->stats.policy;
+    p->gone.store(true, std::memory_order_relaxed);
+    p->lock.Veto();  // gone without the turn: the writes take PolicyWrite's passthrough
+  }
 }
 
 void PolicyForgetClosedFd(int fd) {

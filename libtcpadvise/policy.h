@@ -70,40 +70,40 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
 // nothing. It counts the burst passed, as PolicyWrite would, without the
 // socket's turn; true: the caller makes the call itself, as if no policy
 // took the socket. False for anything else (PolicyWrite then decides),
-// changing nothing. The shape itself is only read, through steady_passive,
-// which the writes that take the turn set (AdaptActs).
+// changing nothing. The test is one word: the pass the turn's last holder
+// published (GiveTurn: the shape steady, nothing held, corked or left by a
+// signal handler, the socket not gone, the policy on) with the turn free.
 //
-// Why the write cannot pass bytes a policy holds or is releasing: a policy
-// stores held = 0 (Flush, SendHeldThen), corked = false (Uncork) and an
-// emptied overflow (DrainOverflowSlow) with release, only after the kernel
-// took those bytes; this reads them with acquire. So whatever was held
-// before this write (by this thread, or by a write the application ordered
-// before it with its own synchronization) either is still seen held, and the
-// write takes PolicyWrite behind it, or reached the kernel's socket queue
-// before this write's call. The turn must be free too (acquire): a holder
-// mid-release or mid-write (the deadline thread, a ReleaseAll in another
-// thread) is left to finish under it. A write of another thread at the same
-// time is not ordered against this one, as in the kernel without the shim.
-// A signal handler that interrupted the shim (InterruptedShim) and a policy
-// turned off or a socket gone take PolicyWrite's own paths. An orphaned
-// state needs no test: while its blocked writer holds the turn, the turn is
-// taken; once it gave it back nothing is held, and PolicyWrite would pass
-// the write all the same.
+// Why the write cannot pass bytes a policy holds or is releasing: a holder
+// publishes the pass with release (SocketTurn::Give), only after the kernel
+// took what it released, and this reads it with acquire. Holding anything
+// again takes the turn first, which clears the pass in the same atomic
+// step; a signal handler's write into the overflow, which takes no turn,
+// vetoes it (SignalWrite), as does a bypass. So whatever was held before
+// this write (by this thread, or by a write the application ordered before
+// it with its own synchronization) either is still seen, and the write
+// takes PolicyWrite behind it, or reached the kernel's socket queue before
+// the pass this write sees was given. A holder mid-release or mid-write
+// (the deadline thread, a ReleaseAll in another thread) has the turn, so no
+// pass. A write of another thread at the same time is not ordered against
+// this one, as in the kernel without the shim. A signal handler's write
+// that interrupted the shim passes as PolicyWrite would pass it (nothing
+// held, the turn not its thread's). An orphaned state needs no test: while
+// its blocked writer holds the turn there is no pass.
 [[gnu::always_inline]] inline bool PassesUnheld(SocketState* s, PolicyState* p) {
-  if (!p->steady_passive.load(std::memory_order_relaxed) || s->stats.burst_open_writes.Get() != 0) return false;
-  if (!p->lock.Free() || p->held.load(std::memory_order_acquire) != 0 ||
-      p->corked.load(std::memory_order_acquire) || p->overflow_length.load(std::memory_order_acquire) != 0 ||
-      p->gone.load(std::memory_order_relaxed) || PolicyOff() || InterruptedShim()) {
-    return false;
-  }
+  if (!p->lock.Passes() || s->stats.burst_open_writes.Get() != 0) return false;
   Counter& passed = s->stats.policy_counters()->bursts_passed;
   passed.Set(passed.Get() + 1);  // Increment, which this cold branch would call
   return true;
 }
 
 // ReleaseAll flushes or uncorks every socket that holds something, waiting
-// for a blocking socket's buffer if need be; cheap when none holds anything.
-void ReleaseAll(FlushCause cause);
+// for a blocking socket's buffer if need be; one load when none holds
+// anything (ReleaseHeld does the rest, out of line).
+void ReleaseHeld(FlushCause cause);
+inline void ReleaseAll(FlushCause cause) {
+  if (__builtin_expect(AnyHeld(), 0)) ReleaseHeld(cause);
+}
 
 // ReleaseSocket flushes or uncorks one socket, before it is closed, shut down
 // or replaced: bytes are sent even if that means waiting (up to about 5 s on

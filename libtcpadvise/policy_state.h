@@ -27,26 +27,46 @@ namespace tcpadvise {
 // at first, then sleeping, so a writer queued behind a blocked one costs no
 // CPU. blocking_ tells a waiter that cannot block (a non-blocking write)
 // whether the holder may stay in the kernel for long.
+//
+// The turn's word also carries what its last holder published for the
+// writes that take no turn (policy.h: PassesUnheld): kPasses, given with the
+// turn (Give), says a burst's first write may pass straight, so that write
+// tests one word. Taking the turn clears it in the same step; Veto clears
+// it from outside the turn (a signal handler's write, a bypass), and wins
+// over a Give that comes after it.
 class SocketTurn {
  public:
-  bool TryTake() { return !taken_.exchange(true, std::memory_order_acquire); }
+  bool TryTake() {
+    uint8_t word = word_.load(std::memory_order_relaxed);
+    do {
+      if (word & kTaken) return false;
+    } while (!word_.compare_exchange_weak(word, kTaken, std::memory_order_acquire, std::memory_order_relaxed));
+    return true;
+  }
   void Take() {
     for (int spins = 0; !TryTake(); ++spins) Pause(spins);
   }
-  void Give() {
+  // SocketTurn::Give gives the turn back; passes: publish kPasses, unless a
+  // Veto came while the turn was held. Release: a write that sees kPasses
+  // sees all the holder did, the kernel's taking the held bytes included.
+  void Give(bool passes = false) {
     blocking_.store(false, std::memory_order_relaxed);
-    taken_.store(false, std::memory_order_release);
+    uint8_t taken = kTaken;
+    if (passes && word_.compare_exchange_strong(taken, kPasses, std::memory_order_release, std::memory_order_relaxed)) {
+      return;
+    }
+    word_.store(0, std::memory_order_release);
   }
-  bool Taken() const { return taken_.load(std::memory_order_relaxed); }
-  // SocketTurn::Free tells whether nobody holds the turn; seeing it free
-  // after a holder gave it back, the caller sees all the holder did.
-  bool Free() const { return !taken_.load(std::memory_order_acquire); }
+  // SocketTurn::Veto withdraws a published pass (and one a holder is about to give).
+  void Veto() { word_.fetch_or(kVetoed, std::memory_order_acq_rel); }
+  // SocketTurn::Passes tells whether the turn is free with a pass published.
+  bool Passes() const { return word_.load(std::memory_order_acquire) == kPasses; }
   // SocketTurn::SetBlocking marks the holder as about to wait in the kernel.
   void SetBlocking(bool blocking) { blocking_.store(blocking, std::memory_order_relaxed); }
   bool HolderMayBlock() const { return blocking_.load(std::memory_order_relaxed); }
-  // SocketTurn::Reset frees the turn in a fork child, whoever held it.
+  // SocketTurn::Reset frees the turn in a fork child, whoever held it; no pass.
   void Reset() {
-    taken_.store(false, std::memory_order_relaxed);
+    word_.store(0, std::memory_order_relaxed);
     blocking_.store(false, std::memory_order_relaxed);
   }
   // SocketTurn::Pause waits a little more each time: 64 yields, then sleeps
@@ -62,7 +82,8 @@ class SocketTurn {
   }
 
  private:
-  std::atomic<bool> taken_{false};
+  static constexpr uint8_t kTaken = 1, kPasses = 2, kVetoed = 4;
+  std::atomic<uint8_t> word_{0};
   std::atomic<bool> blocking_{false};
 };
 
@@ -85,11 +106,10 @@ struct PolicyState {
   // turn: the state is no longer the entry's and is never reused.
   std::atomic<bool> orphaned{false};
   bool in_held_set = false;
-  // The adaptive rule's view of the socket (adapt.h), and whether it is
-  // steady (AdaptSteady), set with it under the turn and read without it
-  // by the writes that pass it by (PassesUnheld); never under a fixed policy.
+  // The adaptive rule's view of the socket (adapt.h), under the turn;
+  // whether it lets writes pass without the turn is published with the
+  // turn (GiveTurn, SocketTurn::Give). Never learnt under a fixed policy.
   AdaptiveShape shape;
-  std::atomic<bool> steady_passive{false};
   // coalesce
   char* buffer = nullptr;
   uint32_t capacity = 0;

@@ -73,7 +73,7 @@ TEST(PolicyTest, APassiveSocketPassesWithoutTheTurn) {
   AppRead(f);
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(PassesUnheld(&f->socket, &f->state));
-    EXPECT_TRUE(f->state.lock.Free());
+    EXPECT_TRUE(f->state.lock.Passes()) << "the pass takes no turn";
     ASSERT_EQ(LibcWrite(f->pair.client, "x", 1), 1);  // the hook makes the call itself
     f->socket.stats.burst_open_writes.Add(1);
     AppRead(f);
@@ -94,50 +94,90 @@ TEST(PolicyTest, NoLockFreePassWhileAnythingIsHeldOrTheTurnIsTaken) {
   EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
   ASSERT_EQ(AppWrite(f, "x", true), 1);
   AppRead(f);
-  ASSERT_TRUE(f->state.steady_passive.load());
+  ASSERT_TRUE(f->state.lock.Passes());
   const auto refused = [f] {
     const uint64_t passed = Counters(f).bursts_passed.Get();
     const bool passes = PassesUnheld(&f->socket, &f->state);
     EXPECT_EQ(Counters(f).bursts_passed.Get(), passed) << "a refused pass changes nothing";
     return !passes;
   };
+  // given(set, undo): a holder that finds set's state gives no pass; once
+  // undone, the next holder gives it again.
+  const auto given = [&](auto set, auto undo) {
+    ASSERT_TRUE(TryTakeTurn(&f->state));
+    set();
+    GiveTurn(&f->state);
+    EXPECT_TRUE(refused());
+    ASSERT_TRUE(TryTakeTurn(&f->state));
+    undo();
+    GiveTurn(&f->state);
+    EXPECT_TRUE(f->state.lock.Passes());
+  };
   ASSERT_TRUE(f->state.lock.TryTake());  // the deadline thread, a release, a writer
   EXPECT_TRUE(refused());
-  f->state.lock.Give();
-  f->state.held.store(3);
+  f->state.lock.Give(true);
+  given([f] { f->state.held.store(3); }, [f] { f->state.held.store(0); });
+  given([f] { f->state.corked.store(true); }, [f] { f->state.corked.store(false); });
+  given([f] { f->state.gone.store(true); }, [f] { f->state.gone.store(false); });
+  // Active, a streak, a burst in pieces: the rule's.
+  given([f] { f->state.shape.streak = 1; }, [f] { f->state.shape.streak = 0; });
+  given([f] { f->state.shape.burst_writes = 2; }, [f] { f->state.shape.burst_writes = 1; });
+  // A signal handler's write reserves the overflow without the turn: it
+  // withdraws the pass, and the one a holder gives meanwhile.
+  ASSERT_TRUE(EnsureBuffer(&f->state, f->pair.client));
+  Passthrough unused = {f->pair.client, {nullptr, 0}};
+  const iovec h = {const_cast<char*>("h"), 1};
+  ASSERT_EQ(SignalWrite(&f->state, &h, 1, Passthrough::Call, &unused), 1);
   EXPECT_TRUE(refused());
-  f->state.held.store(0);
-  f->state.corked.store(true);
+  ASSERT_TRUE(TryTakeTurn(&f->state));  // sends the handler's byte on
+  ASSERT_EQ(SignalWrite(&f->state, &h, 1, Passthrough::Call, &unused), 1);
+  GiveTurn(&f->state);
   EXPECT_TRUE(refused());
-  f->state.corked.store(false);
-  f->state.overflow_length.store(5);  // a signal handler's write, not yet sent
-  EXPECT_TRUE(refused());
-  f->state.overflow_length.store(0);
-  f->state.gone.store(true);
-  EXPECT_TRUE(refused());
-  f->state.gone.store(false);
-  PolicyState other;
-  t_inside = &other;  // a signal handler that interrupted the shim
-  EXPECT_TRUE(refused());
-  t_inside = nullptr;
-  f->state.steady_passive.store(false);  // active, a streak, a burst in pieces: the rule's
-  EXPECT_TRUE(refused());
-  f->state.steady_passive.store(true);
+  while (HoldsSomething(&f->state) || f->state.overflow_length.load() != 0) ReleaseAll(FlushCause::kRead);
+  ASSERT_TRUE(TryTakeTurn(&f->state));
+  GiveTurn(&f->state);
   EXPECT_TRUE(PassesUnheld(&f->socket, &f->state));
-  EXPECT_EQ(f->pair.ReadAvailable(), "x");
+  EXPECT_EQ(f->pair.ReadAvailable(), "xhh");
+}
+
+// The turn's word: a Veto wins over a pass given after it while the turn
+// was held, and taking the turn withdraws the pass.
+TEST(PolicyTest, AVetoWinsOverTheHoldersPass) {
+  SocketTurn turn;
+  EXPECT_FALSE(turn.Passes());
+  ASSERT_TRUE(turn.TryTake());
+  turn.Give(true);
+  EXPECT_TRUE(turn.Passes());
+  ASSERT_TRUE(turn.TryTake());
+  EXPECT_FALSE(turn.Passes());
+  EXPECT_FALSE(turn.TryTake());
+  turn.Veto();
+  EXPECT_FALSE(turn.TryTake()) << "a veto leaves the turn taken";
+  turn.Give(true);
+  EXPECT_FALSE(turn.Passes());
+  ASSERT_TRUE(turn.TryTake()) << "given back all the same";
+  turn.Give(true);
+  turn.Veto();
+  EXPECT_FALSE(turn.Passes());
+  ASSERT_TRUE(turn.TryTake());
+  turn.Give(true);
+  EXPECT_TRUE(turn.Passes()) << "a veto lasts until the turn is next taken";
 }
 
 TEST(PolicyTest, AFixedPolicyNeverPassesWithoutTheTurn) {
-  PolicyFixture* f = NewFixture(true);
-  f->settings.adaptive = false;
-  for (int burst = 0; burst < 3; ++burst) {
-    EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
-    ASSERT_EQ(AppWrite(f, "y", true), 1);
-    EXPECT_EQ(f->state.held.load(), 1u);
-    AppRead(f);
+  for (const bool coalesce : {true, false}) {
+    PolicyFixture* f = NewFixture(coalesce);
+    f->settings.adaptive = false;
+    for (int burst = 0; burst < 3; ++burst) {
+      EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
+      ASSERT_EQ(AppWrite(f, "y", true), 1);
+      // Held, or corked (an uncork counts the burst's writes into the shape).
+      EXPECT_TRUE(HoldsSomething(&f->state));
+      AppRead(f);
+    }
+    EXPECT_EQ(Counters(f).bursts_passed.Get(), 0u);
+    EXPECT_EQ(f->pair.ReadAvailable(), "yyy");
   }
-  EXPECT_EQ(Counters(f).bursts_passed.Get(), 0u);
-  EXPECT_EQ(f->pair.ReadAvailable(), "yyy");
 }
 
 // A socket that starts writing in pieces still turns active after
@@ -160,7 +200,7 @@ TEST(PolicyTest, ASocketWritingInPiecesStillTurnsActive) {
     AppRead(f);
   }
   EXPECT_TRUE(f->state.shape.active);
-  EXPECT_FALSE(f->state.steady_passive.load());
+  EXPECT_FALSE(f->state.lock.Passes());
   EXPECT_EQ(Counters(f).adapt_switches.Get(), 1u);
   EXPECT_EQ(Counters(f).bursts_passed.Get(), 3u);
   EXPECT_EQ(Counters(f).bursts_pieces.Get(), 2u);
@@ -194,7 +234,7 @@ TEST(PolicyTest, ASteadyPassiveWriteNeverPassesWhatIsHeld) {
   read_while_busy();
   ASSERT_EQ(AppWrite(f, "c", true), 1);  // turns passive, but goes behind b
   read_while_busy();
-  ASSERT_TRUE(f->state.steady_passive.load());
+  ASSERT_TRUE(AdaptSteady(f->state.shape));
   ASSERT_EQ(f->state.held.load(), 2u);
   EXPECT_FALSE(PassesUnheld(&f->socket, &f->state));
   ASSERT_EQ(AppWrite(f, "d", true), 1);
@@ -227,7 +267,7 @@ TEST(PolicyTest, TheLockFreePassCountsAsPolicyWriteDoes) {
         const AdaptiveShape &a = arms[0]->state.shape, &b = arms[1]->state.shape;
         ASSERT_TRUE(a.active == b.active && a.streak == b.streak && a.burst_writes == b.burst_writes)
             << "burst " << burst << " write " << i;
-        ASSERT_EQ(arms[0]->state.steady_passive.load(), arms[1]->state.steady_passive.load());
+        ASSERT_EQ(arms[0]->state.lock.Passes(), arms[1]->state.lock.Passes());
       }
       for (PolicyFixture* f : arms) AppRead(f);
     }

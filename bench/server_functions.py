@@ -1,0 +1,94 @@
+"""server_functions: where the shim's instructions go on a real server, per function, two shims side by side.
+
+bench/server_instructions.py counts the shim's own instructions a request under each policy; its totals
+move 10-20% from run to run with the time histograms' adds (callgrind stretches the times, so they fall
+in more buckets). This runs the same count (its `count`) for each build and arm, rounds interleaved,
+keeps the callgrind dumps, and reads them per function (callgrind_annotate, self cost): the write
+hook's own instructions a request (hooks::Write for redis, hooks::Writev for nginx), which do not
+move, and the shim's total less the histograms' adds (SparseCounters), which barely do.
+
+    cd bench && PYTHONPATH=../advisor python3 server_functions.py --server redis --rounds 5 \\
+        main=/tmp/main/build/preload/libtcpadvise.so branch=../build/preload/libtcpadvise.so [-o F.json]
+
+Prints median [range] per build and arm; -o writes every round's figures as JSON.
+"""
+
+import argparse
+import collections
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from server_instructions import count
+
+from tcpadvise.bench import servers as S
+
+WRITE_HOOK = {"redis": "tcpadvise::hooks::Write(int", "nginx": "tcpadvise::hooks::Writev(int"}
+ARMS = ["observe", "cork", "coalesce"]
+_LINE = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+\S+?:(.*?)(?:\s+\[.*\])?$")
+
+
+def functions(dumps: list[Path]) -> collections.Counter:
+    """Self instructions by function name, summed over a run's dumps (one per server process)."""
+    totals = collections.Counter()
+    for dump in dumps:
+        text = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", str(dump)],
+                              capture_output=True, text=True, check=True).stdout
+        for line in text.splitlines():
+            if m := _LINE.match(line):
+                totals[m[2]] += int(m[1].replace(",", ""))
+    return totals
+
+
+def one(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
+    before = set(scratch.glob("callgrind-*"))
+    row = count(server, arm, shim, scratch)
+    (directory,) = set(scratch.glob("callgrind-*")) - before
+    by_function = functions(sorted(directory.glob("cg.*.1")))
+    n = row["requests"]
+    hist = sum(v for k, v in by_function.items() if "SparseCounters" in k)
+    return {"requests": n, "shim": row["shim_instructions"] / n, "shim_less_histograms": (row["shim_instructions"] - hist) / n,
+            "write_hook": sum(v for k, v in by_function.items() if k.startswith(WRITE_HOOK[server.name])) / n}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("builds", nargs="+", help="LABEL=path/to/libtcpadvise.so")
+    parser.add_argument("--server", choices=sorted(WRITE_HOOK), default="redis")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("-o", "--output", type=Path)
+    args = parser.parse_args()
+    builds = dict(b.split("=", 1) for b in args.builds)
+    server = next(s for s in S.SERVERS if s.name == args.server)
+    if server.missing():
+        print(f"{server.name}: {server.missing()}", file=sys.stderr)
+        return 2
+    results = {label: {arm: [] for arm in ARMS} for label in builds}
+    with tempfile.TemporaryDirectory(prefix="server-functions-") as scratch:
+        Path(scratch).chmod(0o777)  # the servers run as another user and write their dumps here
+        for i in range(args.rounds):
+            for label, shim in builds.items():
+                for arm in ARMS:
+                    results[label][arm].append(one(server, arm, Path(shim).resolve(), Path(scratch)))
+            print(f"round {i + 1} done", file=sys.stderr)
+    print(f"| {server.name}, a request (median [range], {args.rounds} rounds) | " + " | ".join(ARMS) + " |")
+    print("|---|" + "---:|" * len(ARMS))
+    for key, what in [("shim", "the shim's own"), ("shim_less_histograms", "less the histograms' adds"),
+                      ("write_hook", "the write hook's own")]:
+        for label in builds:
+            cells = []
+            for arm in ARMS:
+                xs = [r[key] for r in results[label][arm]]
+                cells.append(f"{statistics.median(xs):.1f} [{min(xs):.1f}-{max(xs):.1f}]")
+            print(f"| {what}, {label} | " + " | ".join(cells) + " |")
+    if args.output:
+        args.output.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
