@@ -117,7 +117,7 @@ def load_traces(out_dir):
 
 
 def assert_split_is_the_draws(report, traces):
-    """An A/B report's split, checked against the draws its traces hold, whatever chance made of them (the
+    """An A/B report's split, checked against the draws its traces (trace dicts) hold, whatever chance made of them (the
     kernel picks the client's ports, so how a live run's connections split is chance's; whether the draw follows
     the weights is tested on a fixed population, tests/advisor/test_ab.py). Every connection drew the arm its
     4-tuple and the seed draw (drawn_arm, the shim's definition) and took it (a shim that draws otherwise, or
@@ -128,7 +128,7 @@ def assert_split_is_the_draws(report, traces):
 
     from tcpadvise.ab.experiment import SRM_ALPHA, drawn_arm
 
-    blocks = [trace["experiment"] for trace in traces.values()]
+    blocks = [trace["experiment"] for trace in traces]
     weights = [arm["weight"] for arm in blocks[0]["arms"]]
     rows = []
     for block in blocks:

@@ -49,7 +49,7 @@ def test_small_write_clients_name_coalesce_the_winner(tmp_path, server_factory):
     # draws otherwise fails), and each arm has 10 connections or more but with probability 2 x P(Bin(64, 1/2) <= 9)
     # = 3.5e-9. (40 connections and an ok split asserted failed together when an arm drew 9 or fewer of 40:
     # 6.8e-4, a run in 1,470; the split check is off at p < SRM_ALPHA whatever the number of draws.)
-    assert assert_split_is_the_draws(report, load_traces(tmp_path)) == [arms["control"]["drawn"], arms["treat"]["drawn"]]
+    assert assert_split_is_the_draws(report, load_traces(tmp_path).values()) == [arms["control"]["drawn"], arms["treat"]["drawn"]]
     assert min(arm["connections"] for arm in arms.values()) >= 10
     # The turn includes the client's 15 writes (40 threads on 2 cores) under both arms:
     # control waits for delayed ACKs (about 40 ms), treat only for the scheduler.
