@@ -170,13 +170,19 @@ experiment:
     # CONNECTIONS first connections: each arm draws at least the guardrail's 3 of them but with probability 1.5e-9
     # (12 left an arm under 3 in about 4% of runs, 24 in 3.6e-5, and the stop then came only with the later
     # connections, none redirected).
+    # 20 ms between a connection's requests: the pool's own CPU (a thread a connection, in Python) would
+    # otherwise raise control's p99 toward nagle's on a loaded machine, and the ratio (3) was not reached.
     more = 12
     pool = Pool(tmp_path / "traces", config, redis_port, "--connections", str(CONNECTIONS), "--more", str(more),
-                "--after", "4")
+                "--after", "4", "--think-ms", "20")
     try:
         assert pool.proc.stdout.readline() == "more\n"
-        time.sleep(0.6)
-        trace = pool.snapshot()
+        # The first snapshot holding the later connections (every 0.5 s; a loaded machine may take longer).
+        def holding_all():
+            trace = pool.snapshot()
+            return trace if len(trace["experiment"]["connections"]) == CONNECTIONS + more else None
+
+        trace = wait_for(holding_all, timeout=10) or pool.snapshot()
         report = ab_report(pool.out)
         pool.interrupt()
     finally:
