@@ -131,19 +131,27 @@ Settings ParseSettings(const char* out_dir, const char* interval, const char** w
   return s;
 }
 
+// TCPADVISE_BAD_TURNS_FIRST, _EVERY: ParseTurnSampling's warnings, macros so that
+// the one for both settings is their concatenation.
+#define TCPADVISE_BAD_TURNS_FIRST "TCPADVISE_TURNS_FIRST must be a count from 0 to 1099511627776; using 256"
+#define TCPADVISE_BAD_TURNS_EVERY "TCPADVISE_TURNS_EVERY must be a power of two from 1 to 65536; using 16"
+
 TurnSampling ParseTurnSampling(const char* first, const char* every, const char** warning) {
   TurnSampling t;
-  *warning = nullptr;
-  if (first != nullptr && first[0] != '\0' && !ParseCount(first, uint64_t{1} << 40, &t.first)) {
-    *warning = "TCPADVISE_TURNS_FIRST must be a count from 0 to 1099511627776; using 256";
-  }
+  const bool bad_first = first != nullptr && first[0] != '\0' && !ParseCount(first, uint64_t{1} << 40, &t.first);
   uint64_t every_value = uint64_t{1} << t.every_shift;
-  if (every != nullptr && every[0] != '\0' && !ParsePowerOfTwo(every, 65536, &every_value)) {
-    *warning = "TCPADVISE_TURNS_EVERY must be a power of two from 1 to 65536; using 16";
-  }
+  const bool bad_every = every != nullptr && every[0] != '\0' && !ParsePowerOfTwo(every, 65536, &every_value);
   t.every_shift = static_cast<uint32_t>(__builtin_ctzll(every_value));
+  // Both bad: one warning naming both, so that fixing one does not reveal the other.
+  *warning = bad_first && bad_every ? TCPADVISE_BAD_TURNS_FIRST "; " TCPADVISE_BAD_TURNS_EVERY
+             : bad_first            ? TCPADVISE_BAD_TURNS_FIRST
+             : bad_every            ? TCPADVISE_BAD_TURNS_EVERY
+                                    : nullptr;
   return t;
 }
+
+#undef TCPADVISE_BAD_TURNS_FIRST
+#undef TCPADVISE_BAD_TURNS_EVERY
 
 // ApplyConfigOutput takes the config's output settings where the environment
 // gave none.

@@ -61,7 +61,8 @@ Settings ParseSettings(const char* out_dir, const char* interval, const char** w
 // ParseTurnSampling reads TCPADVISE_TURNS_FIRST (turns recorded in full,
 // 0 to 2^40) and TCPADVISE_TURNS_EVERY (then one in every, a power of two
 // from 1, every turn, to 65536) from environment values (nullptr when
-// unset); a bad value keeps its default and returns a warning in *warning.
+// unset); a bad value keeps its default, and *warning names every bad one in
+// one line (nullptr when none).
 TurnSampling ParseTurnSampling(const char* first, const char* every, const char** warning);
 
 // RuntimeStart binds libc, reads the settings and arms the socket table; the

@@ -116,6 +116,43 @@ def load_traces(out_dir):
     return traces
 
 
+def assert_split_is_the_draws(report, traces):
+    """An A/B report's split, checked against the draws its traces (trace dicts) hold, whatever chance made of them (the
+    kernel picks the client's ports, so how a live run's connections split is chance's; whether the draw follows
+    the weights is tested on a fixed population, tests/advisor/test_ab.py). Every connection drew the arm its
+    4-tuple and the seed draw (drawn_arm, the shim's definition) and took it (a shim that draws otherwise, or
+    puts every connection in one arm, fails here); the report counts those draws, and calls the split off, with
+    its one warning, exactly when their chi-square p-value is under SRM_ALPHA (an arm that drew none has its own
+    warning); no other warning. Returns the draws per arm, in the arms' order."""
+    from scipy import stats
+
+    from tcpadvise.ab.experiment import SRM_ALPHA, drawn_arm
+
+    blocks = [trace["experiment"] for trace in traces]
+    weights = [arm["weight"] for arm in blocks[0]["arms"]]
+    rows = []
+    for block in blocks:
+        assert block["seed"] == report["seed"]
+        for values in block["connections"]:
+            row = dict(zip(block["connection_fields"], values))
+            assert row["drawn"] == drawn_arm(report["seed"], weights, (row["local_addr"], row["local_port"]),
+                                             (row["peer_addr"], row["peer_port"])), row
+            # A connection takes the arm it drew, or control's once a guardrail stopped that arm in its process.
+            assert row["arm"] == row["drawn"] or (row["arm"] == 0 and block["arms"][row["drawn"]]["stopped"]), row
+            rows.append(row)
+    assert rows
+    drawn = [sum(row["drawn"] == index for row in rows) for index in range(len(weights))]
+    split = report["split"]
+    assert list(split["drawn"].values()) == drawn, (split, drawn)
+    p_value = float(stats.chisquare(drawn, [len(rows) * w / sum(weights) for w in weights]).pvalue)
+    assert split["p_value"] == round(p_value, 6) and split["ok"] == (p_value >= SRM_ALPHA and min(drawn) > 0), split
+    mismatch = [w for w in report["warnings"] if w.startswith("sample ratio mismatch")]
+    empty = [w for w in report["warnings"] if "drew no connection" in w]
+    assert len(mismatch) == (p_value < SRM_ALPHA) and len(empty) == (min(drawn) == 0), report["warnings"]
+    assert len(report["warnings"]) == len(mismatch) + len(empty), report["warnings"]
+    return drawn
+
+
 def holds_only(hist, value, count):
     """True when every recorded value of hist fell in the one bucket holding value."""
     buckets = histograms.ranges(hist)
