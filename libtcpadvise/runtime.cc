@@ -135,11 +135,11 @@ TurnSampling ParseTurnSampling(const char* first, const char* every, const char*
   TurnSampling t;
   *warning = nullptr;
   if (first != nullptr && first[0] != '\0' && !ParseCount(first, uint64_t{1} << 40, &t.first)) {
-    *warning = "TCPADVISE_TURNS_FIRST must be a count from 0 to 1099511627776; using 256";
+    *warning = "TCPADVISE_TURNS_FIRST must be a count from 0 to 1099511627776; using 64";
   }
   uint64_t every_value = uint64_t{1} << t.every_shift;
   if (every != nullptr && every[0] != '\0' && !ParsePowerOfTwo(every, 65536, &every_value)) {
-    *warning = "TCPADVISE_TURNS_EVERY must be a power of two from 1 to 65536; using 16";
+    *warning = "TCPADVISE_TURNS_EVERY must be a power of two from 1 to 65536; using 64";
   }
   t.every_shift = static_cast<uint32_t>(__builtin_ctzll(every_value));
   return t;

@@ -100,10 +100,15 @@ struct PolicyState;
 // turns, then one in 2^every_shift, each recorded value standing for that
 // many. A turn's period runs from its first write to the next turn's: its
 // writes, bursts, reads and turn time are recorded together or not at all.
-// Calls, bytes and turns are counted exactly either way.
+// Calls, bytes and turns are counted exactly either way. The defaults, 64
+// then one in 64: a recorded turn costs some 430 instructions against some
+// 160 for a write and read only counted, and 256 then one in 16 spent about
+// a fifth of the shim's time on a redis connection of 5,000 requests
+// (bench/results/hot-path-session12.md); 64 recorded turns a connection, and
+// one more a 64th of the way, still give a percentile per group.
 struct TurnSampling {
-  uint64_t first = 256;
-  uint32_t every_shift = 4;
+  uint64_t first = 64;
+  uint32_t every_shift = 6;
 };
 
 // kUnrecordedCode is the weight code of a period not recorded; code k + 1
