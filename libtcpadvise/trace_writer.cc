@@ -416,7 +416,7 @@ void ProgramFileName(char* out) {
 
 bool WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {
-    const ssize_t n = g_real.write(fd, data, size);
+    const ssize_t n = LibcWrite(fd, data, size);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     data += n;
