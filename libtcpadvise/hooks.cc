@@ -84,17 +84,41 @@ template <typename Count, typename Call>
   return result;
 }
 
-// RecordedWrite is RecordWrite out of line, so that the writes only
-// counted keep few registers; the call by reference, not a copy.
+// CountedWrite is TrackedWrite's path for a write whose turn is not
+// recorded (TurnSampling): no clock read, only counts (SocketState::OnWrite).
+template <typename Call>
+[[gnu::always_inline]] inline ssize_t CountedWrite(SocketState* s, WriteApi api, const Call& call) {
+  const ssize_t result = call();
+  const uint64_t write = s->OnWrite(api, result, result < 0 ? errno : 0, 0, 0, 0, kUnrecordedCode);
+  NoteWrite(s, result, 0, write);
+  return result;
+}
+
+// ResolvedWrite is TrackedWrite's path for a write that QuickWriteCode did
+// not find counted: a turn's opening asks OpeningCode, then the write is
+// recorded with its code or counted.
+template <typename Count, typename Call>
+[[gnu::always_inline]] inline ssize_t ResolvedWrite(SocketState* s, WriteApi api, Count iovcnt, const Call& call,
+                                                    uint32_t code, bool clock) {
+  if (code == SocketState::kOpeningCode) {
+    code = s->OpeningCode(s->stats.Turns(), g_runtime.settings.turns);
+    if (code == kUnrecordedCode) return CountedWrite(s, api, call);
+  }
+  return RecordWrite(s, api, iovcnt, call, code, clock);
+}
+
+// RecordedWrite is ResolvedWrite out of line, so that the writes only
+// counted keep few registers and make no call before libc's; the call by
+// reference, not a copy.
 template <typename Count, typename Call>
 [[gnu::noinline]] ssize_t RecordedWrite(SocketState* s, WriteApi api, Count iovcnt, const Call& call, uint32_t code,
                                         bool clock) {
-  return RecordWrite(s, api, iovcnt, call, code, clock);
+  return ResolvedWrite(s, api, iovcnt, call, code, clock);
 }
 
 // TrackedWrite runs one write-family call on a tracked socket and records
 // it. A write whose turn is not recorded (TurnSampling) reads no clock and
-// only counts (SocketState::OnWrite). iovcnt is a count, or a function that
+// only counts (CountedWrite). iovcnt is a count, or a function that
 // reads it once the call succeeded (sendmsg: the msghdr is the
 // application's, which only the kernel checks). kInlineRecorded: a caller
 // already out of line (WrittenUnderPolicy) records inline; a second call
@@ -103,18 +127,15 @@ template <typename Count, typename Call>
 template <bool kInlineRecorded = false, typename Count, typename Call>
 [[gnu::always_inline]] inline ssize_t TrackedWrite(SocketState* s, WriteApi api, Count iovcnt, const Call& call,
                                                    bool clock = true) {
-  const uint32_t code = s->WriteCode(g_runtime.settings.turns);
+  const uint32_t code = s->QuickWriteCode();
   if (__builtin_expect(code != kUnrecordedCode, 0)) {
     if constexpr (kInlineRecorded) {
-      return RecordWrite(s, api, iovcnt, call, code, clock);
+      return ResolvedWrite(s, api, iovcnt, call, code, clock);
     } else {
       return RecordedWrite(s, api, iovcnt, call, code, clock);
     }
   }
-  const ssize_t result = call();
-  const uint64_t write = s->OnWrite(api, result, result < 0 ? errno : 0, 0, 0, 0, kUnrecordedCode);
-  NoteWrite(s, result, 0, write);
-  return result;
+  return CountedWrite(s, api, call);
 }
 
 // Thunk lets policy.cc run a hook's original call without templates.

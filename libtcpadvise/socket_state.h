@@ -426,10 +426,18 @@ struct SocketState {
   // before the next recorded one (turn_start's kNextRecordedTag) costs a
   // compare, not the hash: once per request on a one-write-per-request server.
   [[gnu::always_inline]] uint32_t WriteCode(const TurnSampling& sampling) {
+    const uint32_t code = QuickWriteCode();
+    return code == kOpeningCode ? OpeningCode(stats.Turns(), sampling) : code;
+  }
+  // SocketState::QuickWriteCode is WriteCode without the call out of line:
+  // kOpeningCode where WriteCode would ask OpeningCode, which the caller then
+  // does on its own out-of-line path (hooks.cc: the counted write makes no
+  // call before libc's, and keeps the call's arguments in registers).
+  static constexpr uint32_t kOpeningCode = 0xff;
+  [[gnu::always_inline]] uint32_t QuickWriteCode() const {
     if (stats.last_write_start.Get() != 0) return stats.PeriodCode();
-    const uint64_t turn = stats.Turns();
-    if ((turn | SocketStats::kNextRecordedTag) < stats.turn_start.Get()) return kUnrecordedCode;
-    return OpeningCode(turn, sampling);
+    if ((stats.Turns() | SocketStats::kNextRecordedTag) < stats.turn_start.Get()) return kUnrecordedCode;
+    return kOpeningCode;
   }
   // SocketState::OpeningCode is TurnWeightCode(turn), out of line; for a
   // turn not recorded it notes the next recorded turn in turn_start.
