@@ -108,10 +108,11 @@ template <typename Count, typename Call>
 }
 
 // RecordedWrite is ResolvedWrite out of line, so that the writes only
-// counted keep few registers and make no call before libc's; the call by
-// reference, not a copy.
+// counted keep few registers and make no call before libc's. The call by
+// value (a hook's lambda, its arguments copied): by reference, the hook
+// stored it on its stack before every call, counted or not.
 template <typename Count, typename Call>
-[[gnu::noinline]] ssize_t RecordedWrite(SocketState* s, WriteApi api, Count iovcnt, const Call& call, uint32_t code,
+[[gnu::noinline]] ssize_t RecordedWrite(SocketState* s, WriteApi api, Count iovcnt, const Call call, uint32_t code,
                                         bool clock) {
   return ResolvedWrite(s, api, iovcnt, call, code, clock);
 }
