@@ -646,57 +646,60 @@ int Ioctl(int fd, unsigned long request, void* arg) {
   return result;
 }
 
-// A wait is where the application expects its writes to be on the way: a
-// policy lets go of everything it holds first. With nothing held the cost is
-// one load.
-inline void BeforeWait() {
-  if (__builtin_expect(AnyHeld(), 0)) ReleaseAll(FlushCause::kWait);
+// ReleasedThen is Waited's path while a policy holds bytes: out of line, so
+// that a wait with nothing held saves no register and keeps no frame.
+template <typename Wait, typename... Args>
+[[gnu::noinline]] auto ReleasedThen(Wait wait, Args... args) {
+  ReleaseAll(FlushCause::kWait);
+  return wait(args...);
+}
+
+// Waited runs a wait: where the application expects its writes to be on the
+// way, so a policy lets go of everything it holds first. With nothing held
+// the cost is one load and a tail call. The wait and its arguments as they
+// are, not a lambda: the compiler stored a lambda's captures on the stack
+// before the test.
+template <typename Wait, typename... Args>
+[[gnu::always_inline]] inline auto Waited(Wait wait, Args... args) {
+  if (__builtin_expect(AnyHeld(), 0)) return ReleasedThen(wait, args...);
+  return wait(args...);
 }
 
 int Poll(struct pollfd* fds, nfds_t nfds, int timeout) {
-  BeforeWait();
-  return LibcPoll(fds, nfds, timeout);
+  return Waited(LibcPoll, fds, nfds, timeout);
 }
 
 int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout, const sigset_t* mask) {
-  BeforeWait();
-  return Real(g_real.ppoll)(fds, nfds, timeout, mask);
+  return Waited(Real(g_real.ppoll), fds, nfds, timeout, mask);
 }
 
 int Select(int nfds, fd_set* r, fd_set* w, fd_set* e, struct timeval* timeout) {
-  BeforeWait();
-  return Real(g_real.select)(nfds, r, w, e, timeout);
+  return Waited(Real(g_real.select), nfds, r, w, e, timeout);
 }
 
 int Pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const struct timespec* timeout, const sigset_t* mask) {
-  BeforeWait();
-  return Real(g_real.pselect)(nfds, r, w, e, timeout, mask);
+  return Waited(Real(g_real.pselect), nfds, r, w, e, timeout, mask);
 }
 
 int EpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout) {
-  BeforeWait();
-  return LibcEpollWait(epfd, events, maxevents, timeout);
+  return Waited(LibcEpollWait, epfd, events, maxevents, timeout);
 }
 
 int EpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask) {
-  BeforeWait();
-  return LibcEpollPwait(epfd, events, maxevents, timeout, mask);
+  return Waited(LibcEpollPwait, epfd, events, maxevents, timeout, mask);
 }
 
 int PollChk(struct pollfd* fds, nfds_t nfds, int timeout, size_t fdslen) {
-  BeforeWait();
-  return Real(g_real.poll_chk)(fds, nfds, timeout, fdslen);
+  return Waited(Real(g_real.poll_chk), fds, nfds, timeout, fdslen);
 }
 
 int PpollChk(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout, const sigset_t* mask, size_t fdslen) {
-  BeforeWait();
-  return Real(g_real.ppoll_chk)(fds, nfds, timeout, mask, fdslen);
+  return Waited(Real(g_real.ppoll_chk), fds, nfds, timeout, mask, fdslen);
 }
 
 int EpollPwait2(int epfd, struct epoll_event* events, int maxevents, const struct timespec* timeout,
                 const sigset_t* mask) {
-  BeforeWait();
-  return Real(g_real.epoll_pwait2)(epfd, events, maxevents, timeout, mask);
+  return Waited(Real(g_real.epoll_pwait2), epfd, events, maxevents, timeout, mask);
 }
 
 long Syscall(long number, long a, long b, long c, long d, long e, long f) {
