@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <sys/syscall.h>
 
+#include <atomic>
+
 namespace tcpadvise {
 
 // g_real is constant-initialized (__constinit: a build error otherwise): the hot slots
@@ -196,7 +198,13 @@ void BindRealLibc() {
   pthread_once(&once, BindAll);
 }
 
+// g_direct_calls is what SetDirectCalls last stored: a switch to the state
+// the slots are in stores nothing (every application pthread_create asks
+// for libc's), so it neither costs 13 stores nor undoes a slot set since.
+static std::atomic<bool> g_direct_calls{false};
+
 void SetDirectCalls(bool direct) {
+  if (g_direct_calls.exchange(direct, std::memory_order_relaxed) == direct) return;
   BindRealLibc();  // g_libc_hot is libc's from here on
   StoreHot(direct ? kDirectHot : g_libc_hot);
 }

@@ -44,5 +44,20 @@ TEST(RealLibcTest, DirectCallsMakeTheSystemCallThenLibcsComeBack) {
   close(p[1]);
 }
 
+ssize_t StubWrite(int, const void*, size_t n) { return static_cast<ssize_t>(n); }
+
+// A switch to the state the slots are in stores nothing: an application's
+// every pthread_create asks for libc's calls, and must not undo a slot set
+// since (a benchmark's stub).
+TEST(RealLibcTest, SwitchingToTheCurrentStateStoresNothing) {
+  BindRealLibc();
+  SetDirectCalls(false);
+  const auto libc_write = g_real.write;
+  g_real.write = StubWrite;
+  SetDirectCalls(false);
+  EXPECT_EQ(g_real.write, &StubWrite);
+  g_real.write = libc_write;
+}
+
 }  // namespace
 }  // namespace tcpadvise
