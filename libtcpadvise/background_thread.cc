@@ -124,7 +124,7 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (started && only_shim_threads) {
-    g_real.direct.store(true, std::memory_order_relaxed);
+    SetDirectCalls(true);
   }
   return started;
 }
@@ -132,7 +132,7 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
 void NoteApplicationThread() {
   if (t_starting_shim_thread) return;
   g_application_threads.store(true, std::memory_order_relaxed);
-  g_real.direct.store(false, std::memory_order_relaxed);
+  SetDirectCalls(false);
 }
 
 }  // namespace tcpadvise

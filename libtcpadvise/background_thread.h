@@ -12,7 +12,7 @@ namespace tcpadvise {
 // own threads; false if it could not start. It returns once the thread
 // runs loop (a fork right after finds no allocator halfway through the
 // thread's start-up). In a single-threaded application the shim's hot calls
-// then bypass glibc's cancellation bookkeeping (RealLibc::direct), which
+// then bypass glibc's cancellation bookkeeping (SetDirectCalls), which
 // this thread would switch on. stack_size 0 takes the default size.
 // name (at most 5 characters) follows "tcpadvise-" in the thread's name.
 bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* name);

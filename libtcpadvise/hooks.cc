@@ -84,17 +84,42 @@ template <typename Count, typename Call>
   return result;
 }
 
-// RecordedWrite is RecordWrite out of line, so that the writes only
-// counted keep few registers; the call by reference, not a copy.
+// CountedWrite is TrackedWrite's path for a write whose turn is not
+// recorded (TurnSampling): no clock read, only counts (SocketState::OnWrite).
+template <typename Call>
+[[gnu::always_inline]] inline ssize_t CountedWrite(SocketState* s, WriteApi api, const Call& call) {
+  const ssize_t result = call();
+  const uint64_t write = s->OnWrite(api, result, result < 0 ? errno : 0, 0, 0, 0, kUnrecordedCode);
+  NoteWrite(s, result, 0, write);
+  return result;
+}
+
+// ResolvedWrite is TrackedWrite's path for a write that QuickWriteCode did
+// not find counted: a turn's opening asks OpeningCode, then the write is
+// recorded with its code or counted.
 template <typename Count, typename Call>
-[[gnu::noinline]] ssize_t RecordedWrite(SocketState* s, WriteApi api, Count iovcnt, const Call& call, uint32_t code,
-                                        bool clock) {
+[[gnu::always_inline]] inline ssize_t ResolvedWrite(SocketState* s, WriteApi api, Count iovcnt, const Call& call,
+                                                    uint32_t code, bool clock) {
+  if (code == SocketState::kOpeningCode) {
+    code = s->OpeningCode(s->stats.Turns(), g_runtime.settings.turns);
+    if (code == kUnrecordedCode) return CountedWrite(s, api, call);
+  }
   return RecordWrite(s, api, iovcnt, call, code, clock);
+}
+
+// RecordedWrite is ResolvedWrite out of line, so that the writes only
+// counted keep few registers and make no call before libc's. The call by
+// value (a hook's lambda, its arguments copied): by reference, the hook
+// stored it on its stack before every call, counted or not.
+template <typename Count, typename Call>
+[[gnu::noinline]] ssize_t RecordedWrite(SocketState* s, WriteApi api, Count iovcnt, const Call call, uint32_t code,
+                                        bool clock) {
+  return ResolvedWrite(s, api, iovcnt, call, code, clock);
 }
 
 // TrackedWrite runs one write-family call on a tracked socket and records
 // it. A write whose turn is not recorded (TurnSampling) reads no clock and
-// only counts (SocketState::OnWrite). iovcnt is a count, or a function that
+// only counts (CountedWrite). iovcnt is a count, or a function that
 // reads it once the call succeeded (sendmsg: the msghdr is the
 // application's, which only the kernel checks). kInlineRecorded: a caller
 // already out of line (WrittenUnderPolicy) records inline; a second call
@@ -103,18 +128,15 @@ template <typename Count, typename Call>
 template <bool kInlineRecorded = false, typename Count, typename Call>
 [[gnu::always_inline]] inline ssize_t TrackedWrite(SocketState* s, WriteApi api, Count iovcnt, const Call& call,
                                                    bool clock = true) {
-  const uint32_t code = s->WriteCode(g_runtime.settings.turns);
+  const uint32_t code = s->QuickWriteCode();
   if (__builtin_expect(code != kUnrecordedCode, 0)) {
     if constexpr (kInlineRecorded) {
-      return RecordWrite(s, api, iovcnt, call, code, clock);
+      return ResolvedWrite(s, api, iovcnt, call, code, clock);
     } else {
       return RecordedWrite(s, api, iovcnt, call, code, clock);
     }
   }
-  const ssize_t result = call();
-  const uint64_t write = s->OnWrite(api, result, result < 0 ? errno : 0, 0, 0, 0, kUnrecordedCode);
-  NoteWrite(s, result, 0, write);
-  return result;
+  return CountedWrite(s, api, call);
 }
 
 // Thunk lets policy.cc run a hook's original call without templates.
@@ -624,55 +646,60 @@ int Ioctl(int fd, unsigned long request, void* arg) {
   return result;
 }
 
-// A wait is where the application expects its writes to be on the way: a
-// policy lets go of everything it holds first. With nothing held the cost is
-// one load.
-inline void BeforeWait() { ReleaseAll(FlushCause::kWait); }
+// ReleasedThen is Waited's path while a policy holds bytes: out of line, so
+// that a wait with nothing held saves no register and keeps no frame.
+template <typename Wait, typename... Args>
+[[gnu::noinline]] auto ReleasedThen(Wait wait, Args... args) {
+  ReleaseHeld(FlushCause::kWait);
+  return wait(args...);
+}
+
+// Waited runs a wait: where the application expects its writes to be on the
+// way, so a policy lets go of everything it holds first. With nothing held
+// the cost is one load and a tail call. The wait and its arguments as they
+// are, not a lambda: the compiler stored a lambda's captures on the stack
+// before the test.
+template <typename Wait, typename... Args>
+[[gnu::always_inline]] inline auto Waited(Wait wait, Args... args) {
+  if (__builtin_expect(AnyHeld(), 0)) return ReleasedThen(wait, args...);
+  return wait(args...);
+}
 
 int Poll(struct pollfd* fds, nfds_t nfds, int timeout) {
-  BeforeWait();
-  return LibcPoll(fds, nfds, timeout);
+  return Waited(LibcPoll, fds, nfds, timeout);
 }
 
 int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout, const sigset_t* mask) {
-  BeforeWait();
-  return Real(g_real.ppoll)(fds, nfds, timeout, mask);
+  return Waited(Real(g_real.ppoll), fds, nfds, timeout, mask);
 }
 
 int Select(int nfds, fd_set* r, fd_set* w, fd_set* e, struct timeval* timeout) {
-  BeforeWait();
-  return Real(g_real.select)(nfds, r, w, e, timeout);
+  return Waited(Real(g_real.select), nfds, r, w, e, timeout);
 }
 
 int Pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const struct timespec* timeout, const sigset_t* mask) {
-  BeforeWait();
-  return Real(g_real.pselect)(nfds, r, w, e, timeout, mask);
+  return Waited(Real(g_real.pselect), nfds, r, w, e, timeout, mask);
 }
 
 int EpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout) {
-  BeforeWait();
-  return LibcEpollWait(epfd, events, maxevents, timeout);
+  return Waited(LibcEpollWait, epfd, events, maxevents, timeout);
 }
 
 int EpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask) {
-  BeforeWait();
-  return LibcEpollPwait(epfd, events, maxevents, timeout, mask);
+  return Waited(LibcEpollPwait, epfd, events, maxevents, timeout, mask);
 }
 
 int PollChk(struct pollfd* fds, nfds_t nfds, int timeout, size_t fdslen) {
-  BeforeWait();
-  return Real(g_real.poll_chk)(fds, nfds, timeout, fdslen);
+  return Waited(Real(g_real.poll_chk), fds, nfds, timeout, fdslen);
 }
 
 int PpollChk(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout, const sigset_t* mask, size_t fdslen) {
-  BeforeWait();
-  return Real(g_real.ppoll_chk)(fds, nfds, timeout, mask, fdslen);
+  return Waited(Real(g_real.ppoll_chk), fds, nfds, timeout, mask, fdslen);
 }
 
 int EpollPwait2(int epfd, struct epoll_event* events, int maxevents, const struct timespec* timeout,
                 const sigset_t* mask) {
-  BeforeWait();
-  return Real(g_real.epoll_pwait2)(epfd, events, maxevents, timeout, mask);
+  return Waited(Real(g_real.epoll_pwait2), epfd, events, maxevents, timeout, mask);
 }
 
 long Syscall(long number, long a, long b, long c, long d, long e, long f) {

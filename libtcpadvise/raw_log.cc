@@ -22,7 +22,7 @@ void RawWarning(const char* format, ...) {
   size_t len = sizeof(kPrefix) - 1 + static_cast<size_t>(n);
   if (len > sizeof(line) - 2) len = sizeof(line) - 2;
   line[len++] = '\n';
-  (void)Real(g_real.write)(2, line, len);
+  (void)LibcWrite(2, line, len);
 }
 
 }  // namespace tcpadvise

@@ -2,6 +2,10 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+
+#include <atomic>
 
 namespace tcpadvise {
 
@@ -9,9 +13,91 @@ namespace tcpadvise {
 // hold BindFirst before any code runs, a hook called before any constructor too.
 __constinit RealLibc g_real{};
 
+// Bind stores atomically: a hot slot may be read meanwhile (LoadSlot).
 template <typename Fn>
 static void Bind(Fn& slot, const char* name) {
-  slot = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+  __atomic_store_n(&slot, reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name)), __ATOMIC_RELAXED);
+}
+
+// Direct* make the system call through libc's syscall(), which sets errno as
+// libc's wrappers do but keeps no cancellation bookkeeping (SetDirectCalls).
+static ssize_t DirectWrite(int fd, const void* buf, size_t n) { return g_real.syscall(SYS_write, fd, buf, n); }
+static ssize_t DirectRead(int fd, void* buf, size_t n) { return g_real.syscall(SYS_read, fd, buf, n); }
+static ssize_t DirectWritev(int fd, const struct iovec* iov, int iovcnt) {
+  return g_real.syscall(SYS_writev, fd, iov, iovcnt);
+}
+static ssize_t DirectReadv(int fd, const struct iovec* iov, int iovcnt) {
+  return g_real.syscall(SYS_readv, fd, iov, iovcnt);
+}
+static ssize_t DirectSend(int fd, const void* buf, size_t n, int flags) {
+  return g_real.syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0);
+}
+static ssize_t DirectRecv(int fd, void* buf, size_t n, int flags) {
+  return g_real.syscall(SYS_recvfrom, fd, buf, n, flags, nullptr, nullptr);
+}
+static ssize_t DirectSendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t len) {
+  return g_real.syscall(SYS_sendto, fd, buf, n, flags, addr, len);
+}
+static ssize_t DirectRecvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* len) {
+  return g_real.syscall(SYS_recvfrom, fd, buf, n, flags, addr, len);
+}
+static ssize_t DirectSendmsg(int fd, const struct msghdr* msg, int flags) {
+  return g_real.syscall(SYS_sendmsg, fd, msg, flags);
+}
+static ssize_t DirectRecvmsg(int fd, struct msghdr* msg, int flags) {
+  return g_real.syscall(SYS_recvmsg, fd, msg, flags);
+}
+static int DirectPoll(struct pollfd* fds, nfds_t nfds, int timeout) {
+  return static_cast<int>(g_real.syscall(SYS_poll, fds, nfds, timeout));
+}
+static int DirectEpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout) {
+  return static_cast<int>(g_real.syscall(SYS_epoll_wait, epfd, events, maxevents, timeout));
+}
+static int DirectEpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask) {
+  return static_cast<int>(g_real.syscall(SYS_epoll_pwait, epfd, events, maxevents, timeout, mask, _NSIG / 8));
+}
+
+// HotSlots are the 13 slots SetDirectCalls switches: libc's (bound by
+// BindAll) or the Direct* ones.
+struct HotSlots {
+  decltype(RealLibc::write) write;
+  decltype(RealLibc::read) read;
+  decltype(RealLibc::writev) writev;
+  decltype(RealLibc::readv) readv;
+  decltype(RealLibc::send) send;
+  decltype(RealLibc::recv) recv;
+  decltype(RealLibc::sendto) sendto;
+  decltype(RealLibc::recvfrom) recvfrom;
+  decltype(RealLibc::sendmsg) sendmsg;
+  decltype(RealLibc::recvmsg) recvmsg;
+  decltype(RealLibc::poll) poll;
+  decltype(RealLibc::epoll_wait) epoll_wait;
+  decltype(RealLibc::epoll_pwait) epoll_pwait;
+};
+static HotSlots g_libc_hot;
+static constexpr HotSlots kDirectHot = {DirectWrite,    DirectRead,     DirectWritev,  DirectReadv, DirectSend,
+                                        DirectRecv,     DirectSendto,   DirectRecvfrom, DirectSendmsg, DirectRecvmsg,
+                                        DirectPoll,     DirectEpollWait, DirectEpollPwait};
+
+template <typename Fn>
+static void Store(Fn& slot, Fn fn) {
+  __atomic_store_n(&slot, fn, __ATOMIC_RELAXED);
+}
+
+static void StoreHot(const HotSlots& h) {
+  Store(g_real.write, h.write);
+  Store(g_real.read, h.read);
+  Store(g_real.writev, h.writev);
+  Store(g_real.readv, h.readv);
+  Store(g_real.send, h.send);
+  Store(g_real.recv, h.recv);
+  Store(g_real.sendto, h.sendto);
+  Store(g_real.recvfrom, h.recvfrom);
+  Store(g_real.sendmsg, h.sendmsg);
+  Store(g_real.recvmsg, h.recvmsg);
+  Store(g_real.poll, h.poll);
+  Store(g_real.epoll_wait, h.epoll_wait);
+  Store(g_real.epoll_pwait, h.epoll_pwait);
 }
 
 static void BindAll() {
@@ -102,11 +188,25 @@ static void BindAll() {
   Bind(g_real.bsd_signal, "bsd_signal");
   Bind(g_real.sysv_signal, "sysv_signal");
   Bind(g_real.sigset, "sigset");
+  g_libc_hot = {g_real.write,   g_real.read,     g_real.writev,  g_real.readv,     g_real.send,
+                g_real.recv,    g_real.sendto,   g_real.recvfrom, g_real.sendmsg, g_real.recvmsg,
+                g_real.poll,    g_real.epoll_wait, g_real.epoll_pwait};
 }
 
 void BindRealLibc() {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, BindAll);
+}
+
+// g_direct_calls is what SetDirectCalls last stored: a switch to the state
+// the slots are in stores nothing (every application pthread_create asks
+// for libc's), so it neither costs 13 stores nor undoes a slot set since.
+static std::atomic<bool> g_direct_calls{false};
+
+void SetDirectCalls(bool direct) {
+  if (g_direct_calls.exchange(direct, std::memory_order_relaxed) == direct) return;
+  BindRealLibc();  // g_libc_hot is libc's from here on
+  StoreHot(direct ? kDirectHot : g_libc_hot);
 }
 
 }  // namespace tcpadvise

@@ -17,7 +17,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <atomic>
 
 namespace tcpadvise {
 
@@ -28,6 +27,19 @@ extern RealLibc g_real;
 
 // BindRealLibc fills g_real; safe to call more than once and from any thread.
 void BindRealLibc();
+
+// SetDirectCalls switches the 13 slots the Libc* calls use (write ...
+// epoll_pwait) to functions that make the system call themselves (true), or
+// back to libc's (false). True while the process runs one application thread
+// and the shim's own (background_thread.h), as glibc does in a
+// single-threaded process: a shim thread would otherwise switch on glibc's
+// cancellation bookkeeping around every call for good, some 20 ns each,
+// though nothing can cancel a thread that has no sibling (pthread_cancel
+// switches this off first). Switching the slots, not testing a flag, keeps
+// the test off every call; the slots are read and written atomically
+// (relaxed: either target is right for a shim thread, and an application
+// thread is created only after the switch back, which pthread_create orders).
+void SetDirectCalls(bool direct);
 
 // BindFirst<&RealLibc::slot>::Call is what slot holds until BindRealLibc
 // fills it: it binds, then makes the call. The hot calls (Libc* below) then
@@ -43,14 +55,7 @@ struct BindFirst<kSlot> {
 
 // RealLibc holds one pointer per wrapped libc function.
 struct alignas(64) RealLibc {
-  // direct is set while the process runs one application thread and the
-  // shim's own (background_thread.h): the Libc* calls below then make the
-  // system call themselves, as glibc does in a single-threaded process. A
-  // shim thread would otherwise switch on glibc's cancellation bookkeeping
-  // around every call for good, some 20 ns each, though nothing can cancel a
-  // thread that has no sibling (pthread_cancel switches this off first).
-  std::atomic<bool> direct;
-  // The commonest calls share direct's cache line.
+  // The commonest calls share a cache line; Libc* below reads them.
   ssize_t (*write)(int, const void*, size_t) = BindFirst<&RealLibc::write>::Call;
   ssize_t (*read)(int, void*, size_t) = BindFirst<&RealLibc::read>::Call;
   ssize_t (*writev)(int, const struct iovec*, int) = BindFirst<&RealLibc::writev>::Call;
@@ -150,10 +155,16 @@ struct alignas(64) RealLibc {
   int (*sigprocmask)(int, const sigset_t*, sigset_t*);
 };
 
+// LoadSlot reads a slot SetDirectCalls may switch (relaxed: a plain load).
+template <typename Fn>
+inline Fn LoadSlot(Fn& slot) {
+  return __atomic_load_n(&slot, __ATOMIC_RELAXED);
+}
+
 template <typename R, typename... A, R (*RealLibc::*kSlot)(A...)>
 R BindFirst<kSlot>::Call(A... a) {
   BindRealLibc();
-  return (g_real.*kSlot)(a...);
+  return LoadSlot(g_real.*kSlot)(a...);
 }
 
 // Real returns a bound pointer: a library constructor that runs before ours
@@ -164,51 +175,41 @@ inline Fn Real(Fn& slot) {
   return slot;
 }
 
-// The calls on the hot path, through g_real or straight to the
-// kernel (RealLibc::direct, set only once g_real is bound) through libc's
-// own syscall(), not the shim's wrapper; each returns and sets errno as libc does.
-inline bool Direct() { return g_real.direct.load(std::memory_order_relaxed); }
-inline ssize_t LibcWrite(int fd, const void* buf, size_t n) {
-  return Direct() ? g_real.syscall(SYS_write, fd, buf, n) : g_real.write(fd, buf, n);
-}
+// The calls on the hot path: through their slot, libc's function or, while
+// SetDirectCalls(true), the shim's own that makes the system call; each
+// returns and sets errno as libc does.
+inline ssize_t LibcWrite(int fd, const void* buf, size_t n) { return LoadSlot(g_real.write)(fd, buf, n); }
 inline ssize_t LibcWritev(int fd, const struct iovec* iov, int iovcnt) {
-  return Direct() ? g_real.syscall(SYS_writev, fd, iov, iovcnt) : g_real.writev(fd, iov, iovcnt);
+  return LoadSlot(g_real.writev)(fd, iov, iovcnt);
 }
 inline ssize_t LibcSend(int fd, const void* buf, size_t n, int flags) {
-  return Direct() ? g_real.syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0) : g_real.send(fd, buf, n, flags);
+  return LoadSlot(g_real.send)(fd, buf, n, flags);
 }
 inline ssize_t LibcSendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t len) {
-  return Direct() ? g_real.syscall(SYS_sendto, fd, buf, n, flags, addr, len) : g_real.sendto(fd, buf, n, flags, addr, len);
+  return LoadSlot(g_real.sendto)(fd, buf, n, flags, addr, len);
 }
 inline ssize_t LibcSendmsg(int fd, const struct msghdr* msg, int flags) {
-  return Direct() ? g_real.syscall(SYS_sendmsg, fd, msg, flags) : g_real.sendmsg(fd, msg, flags);
+  return LoadSlot(g_real.sendmsg)(fd, msg, flags);
 }
-inline ssize_t LibcRead(int fd, void* buf, size_t n) {
-  return Direct() ? g_real.syscall(SYS_read, fd, buf, n) : g_real.read(fd, buf, n);
-}
+inline ssize_t LibcRead(int fd, void* buf, size_t n) { return LoadSlot(g_real.read)(fd, buf, n); }
 inline ssize_t LibcReadv(int fd, const struct iovec* iov, int iovcnt) {
-  return Direct() ? g_real.syscall(SYS_readv, fd, iov, iovcnt) : g_real.readv(fd, iov, iovcnt);
+  return LoadSlot(g_real.readv)(fd, iov, iovcnt);
 }
-inline ssize_t LibcRecv(int fd, void* buf, size_t n, int flags) {
-  return Direct() ? g_real.syscall(SYS_recvfrom, fd, buf, n, flags, nullptr, nullptr) : g_real.recv(fd, buf, n, flags);
-}
+inline ssize_t LibcRecv(int fd, void* buf, size_t n, int flags) { return LoadSlot(g_real.recv)(fd, buf, n, flags); }
 inline ssize_t LibcRecvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* len) {
-  return Direct() ? g_real.syscall(SYS_recvfrom, fd, buf, n, flags, addr, len)
-                  : g_real.recvfrom(fd, buf, n, flags, addr, len);
+  return LoadSlot(g_real.recvfrom)(fd, buf, n, flags, addr, len);
 }
 inline ssize_t LibcRecvmsg(int fd, struct msghdr* msg, int flags) {
-  return Direct() ? g_real.syscall(SYS_recvmsg, fd, msg, flags) : g_real.recvmsg(fd, msg, flags);
+  return LoadSlot(g_real.recvmsg)(fd, msg, flags);
 }
 inline int LibcPoll(struct pollfd* fds, nfds_t nfds, int timeout) {
-  return Direct() ? static_cast<int>(g_real.syscall(SYS_poll, fds, nfds, timeout)) : g_real.poll(fds, nfds, timeout);
+  return LoadSlot(g_real.poll)(fds, nfds, timeout);
 }
 inline int LibcEpollWait(int epfd, struct epoll_event* events, int maxevents, int timeout) {
-  return Direct() ? static_cast<int>(g_real.syscall(SYS_epoll_wait, epfd, events, maxevents, timeout))
-                  : g_real.epoll_wait(epfd, events, maxevents, timeout);
+  return LoadSlot(g_real.epoll_wait)(epfd, events, maxevents, timeout);
 }
 inline int LibcEpollPwait(int epfd, struct epoll_event* events, int maxevents, int timeout, const sigset_t* mask) {
-  return Direct() ? static_cast<int>(g_real.syscall(SYS_epoll_pwait, epfd, events, maxevents, timeout, mask, _NSIG / 8))
-                  : g_real.epoll_pwait(epfd, events, maxevents, timeout, mask);
+  return LoadSlot(g_real.epoll_pwait)(epfd, events, maxevents, timeout, mask);
 }
 
 }  // namespace tcpadvise

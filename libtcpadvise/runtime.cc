@@ -133,8 +133,8 @@ Settings ParseSettings(const char* out_dir, const char* interval, const char** w
 
 // TCPADVISE_BAD_TURNS_FIRST, _EVERY: ParseTurnSampling's warnings, macros so that
 // the one for both settings is their concatenation.
-#define TCPADVISE_BAD_TURNS_FIRST "TCPADVISE_TURNS_FIRST must be a count from 0 to 1099511627776; using 256"
-#define TCPADVISE_BAD_TURNS_EVERY "TCPADVISE_TURNS_EVERY must be a power of two from 1 to 65536; using 16"
+#define TCPADVISE_BAD_TURNS_FIRST "TCPADVISE_TURNS_FIRST must be a count from 0 to 1099511627776; using 64"
+#define TCPADVISE_BAD_TURNS_EVERY "TCPADVISE_TURNS_EVERY must be a power of two from 1 to 65536; using 64"
 
 TurnSampling ParseTurnSampling(const char* first, const char* every, const char** warning) {
   TurnSampling t;

@@ -88,7 +88,7 @@ extern std::atomic<uint64_t> g_next_snapshot_tick;
 // calling thread when that thread cannot start (or has not yet in a fork
 // child). The thread is what makes snapshots come on time in a program idle
 // in epoll_wait; in a single-threaded program the shim's hot calls bypass
-// glibc's cancellation bookkeeping meanwhile (RealLibc::direct).
+// glibc's cancellation bookkeeping meanwhile (SetDirectCalls).
 void SnapshotDue(uint64_t now_ticks);
 
 // MaybeSnapshot is the hot path's check: the calls that read the clock anyway

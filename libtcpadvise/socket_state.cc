@@ -108,11 +108,12 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   const int open = o.OpenBurstExcept(&open_n);
   MergeBorrowing(kBurstBytesApart, &burst_bytes, o.burst_bytes, o.BurstBytesBuckets(), open, open_n);
   AddTurns(o.Turns());
+  MergeApiCounts(&write_by_api, write_calls.Get(), o.write_by_api, o.write_calls.Get());
+  MergeApiCounts(&read_by_api, read_calls.Get(), o.read_by_api, o.read_calls.Get());
   write_calls.Add(o.write_calls.Get());
   write_bytes.Add(o.write_bytes.Get());
   read_calls.Add(o.read_calls.Get());
   read_bytes.Add(o.read_bytes.Get());
-  write_by_api.MergeFrom(o.write_by_api);
   write_size.MergeFrom(o.write_size);
   write_iovcnt.MergeFrom(o.write_iovcnt);
   write_ticks.MergeFrom(o.write_ticks);
@@ -125,7 +126,6 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   }
   burst_writes.MergeFrom(o.burst_writes);
   turn_ticks.MergeFrom(o.turn_ticks);
-  read_by_api.MergeFrom(o.read_by_api);
   read_eof.Add(o.read_eof.Get());
   partial_writes.Add(o.partial_writes.Get());
   write_eagain.Add(o.write_eagain.Get());

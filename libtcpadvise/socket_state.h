@@ -53,8 +53,52 @@ using ErrnoCounts = SparseCounters<2, kErrnoSlots>;
 
 // WriteApiCounts and ReadApiCounts count calls by API: the one family a
 // socket usually uses inline (8 B), a 64 B table once it uses another.
+// SocketStats keeps the first family's count implied (ApiCounted).
 using WriteApiCounts = SparseCounters<1, static_cast<int>(WriteApi::kCount)>;
 using ReadApiCounts = SparseCounters<1, static_cast<int>(ReadApi::kCount)>;
+
+// CountOtherApi counts a call through api, which is not the one whose
+// count counts implies (its inline key): the socket's first call claims the
+// key, a call through another family is counted.
+template <typename Counts>
+[[gnu::cold, gnu::noinline]] void CountOtherApi(Counts* counts, int api) {
+  if (counts->InlineKey() < 0) counts->ClaimInline(api);
+  if (counts->InlineKey() != api) counts->Add(api, 1);
+}
+
+// ApiCounted counts a call through api in counts, whose inline key's count
+// is implied (ApiCalls): the socket's usual family costs a compare, not an
+// add (its calls are counted in write_calls or read_calls anyway).
+template <typename Counts>
+[[gnu::always_inline]] inline void ApiCounted(Counts* counts, int api) {
+  if (__builtin_expect(counts->InlineKey() != api, 0)) CountOtherApi(counts, api);
+}
+
+// ApiCalls is the calls through api, of calls in all: those counts holds,
+// and for its inline key the calls it does not hold (a snapshot that reads
+// a call counted in one and not yet in the other gets 0, not a wrap).
+template <typename Counts>
+uint64_t ApiCalls(const Counts& counts, uint64_t calls, int api) {
+  uint64_t n = counts.Get(api);
+  if (api == counts.InlineKey()) {
+    const uint64_t held = counts.Total();
+    n += calls > held ? calls - held : 0;
+  }
+  return n;
+}
+
+// MergeApiCounts adds other's counts (other_calls in all) to counts (calls
+// in all, before the merge): other's implied count too, explicitly, unless
+// both imply the same key's.
+template <typename Counts>
+void MergeApiCounts(Counts* counts, uint64_t calls, const Counts& other, uint64_t other_calls) {
+  const int other_key = other.InlineKey();
+  if (calls == 0 && other_key >= 0) counts->ClaimInline(other_key);
+  const uint64_t held = other.Total();
+  const uint64_t implied = other_key >= 0 && other_calls > held ? other_calls - held : 0;
+  counts->MergeFrom(other);
+  if (implied != 0 && counts->InlineKey() != other_key) counts->AddOutOfLine(other_key, implied);
+}
 
 // FlushCause says why a policy sent held bytes (coalesce) or uncorked (cork).
 enum class FlushCause : uint8_t {
@@ -100,10 +144,15 @@ struct PolicyState;
 // turns, then one in 2^every_shift, each recorded value standing for that
 // many. A turn's period runs from its first write to the next turn's: its
 // writes, bursts, reads and turn time are recorded together or not at all.
-// Calls, bytes and turns are counted exactly either way.
+// Calls, bytes and turns are counted exactly either way. The defaults, 64
+// then one in 64: a recorded turn costs some 430 instructions against some
+// 160 for a write and read only counted, and 256 then one in 16 spent about
+// a fifth of the shim's time on a redis connection of 5,000 requests
+// (bench/results/hot-path-session12.md); 64 recorded turns a connection, and
+// one more a 64th of the way, still give a percentile per group.
 struct TurnSampling {
-  uint64_t first = 256;
-  uint32_t every_shift = 4;
+  uint64_t first = 64;
+  uint32_t every_shift = 6;
 };
 
 // kUnrecordedCode is the weight code of a period not recorded; code k + 1
@@ -224,11 +273,17 @@ struct alignas(64) SocketStats {
   std::atomic<uint8_t> period_code{kFullWeightCode};
   std::atomic<uint16_t> turns_high{0};
   std::atomic<uint32_t> turns_low{0};
+  // Calls by API, but for the family the socket's first call went through
+  // (the inline key), whose count write_calls and read_calls imply: read
+  // them through WriteApiCalls and ReadApiCalls.
   ReadApiCounts read_by_api;
   WriteApiCounts write_by_api;
   Counter read_eof;
   ErrnoCounts errors;
 
+  // SocketStats::WriteApiCalls and ReadApiCalls are the calls through api.
+  uint64_t WriteApiCalls(int api) const { return ApiCalls(write_by_api, write_calls.Get(), api); }
+  uint64_t ReadApiCalls(int api) const { return ApiCalls(read_by_api, read_calls.Get(), api); }
   // SocketStats::Apart is the k*Apart bits.
   uint8_t Apart() const { return buckets_apart.load(std::memory_order_acquire); }
   // SocketStats::Turns is the number of closed turns, exact.
@@ -421,10 +476,18 @@ struct SocketState {
   // before the next recorded one (turn_start's kNextRecordedTag) costs a
   // compare, not the hash: once per request on a one-write-per-request server.
   [[gnu::always_inline]] uint32_t WriteCode(const TurnSampling& sampling) {
+    const uint32_t code = QuickWriteCode();
+    return code == kOpeningCode ? OpeningCode(stats.Turns(), sampling) : code;
+  }
+  // SocketState::QuickWriteCode is WriteCode without the call out of line:
+  // kOpeningCode where WriteCode would ask OpeningCode, which the caller then
+  // does on its own out-of-line path (hooks.cc: the counted write makes no
+  // call before libc's, and keeps the call's arguments in registers).
+  static constexpr uint32_t kOpeningCode = 0xff;
+  [[gnu::always_inline]] uint32_t QuickWriteCode() const {
     if (stats.last_write_start.Get() != 0) return stats.PeriodCode();
-    const uint64_t turn = stats.Turns();
-    if ((turn | SocketStats::kNextRecordedTag) < stats.turn_start.Get()) return kUnrecordedCode;
-    return OpeningCode(turn, sampling);
+    if ((stats.Turns() | SocketStats::kNextRecordedTag) < stats.turn_start.Get()) return kUnrecordedCode;
+    return kOpeningCode;
   }
   // SocketState::OpeningCode is TurnWeightCode(turn), out of line; for a
   // turn not recorded it notes the next recorded turn in turn_start.
@@ -444,7 +507,7 @@ struct SocketState {
                                           uint64_t start, uint64_t syscall_ticks, uint32_t code = kFullWeightCode) {
     const uint64_t writes = stats.write_calls.Get() + 1;
     stats.write_calls.Set(writes);
-    stats.write_by_api.Add(static_cast<int>(api), 1);
+    ApiCounted(&stats.write_by_api, static_cast<int>(api));
     const uint64_t weight = WeightOfCode(code);
     if (syscall_ticks != 0) stats.write_ticks.Record(syscall_ticks, weight);
     if (__builtin_expect(result < 0, 0)) {
@@ -498,7 +561,7 @@ struct SocketState {
   // alike. In a period not recorded (TurnSampling) the read is only counted.
   [[gnu::always_inline]] void OnRead(ReadApi api, int64_t result, int errno_value, bool peek) {
     stats.read_calls.Increment();
-    stats.read_by_api.Add(static_cast<int>(api), 1);
+    ApiCounted(&stats.read_by_api, static_cast<int>(api));
     if (const uint32_t code = stats.PeriodCode(); __builtin_expect(code != kUnrecordedCode, 0)) {
       return OnRecordedRead(result, errno_value, peek, WeightOfCode(code));
     }

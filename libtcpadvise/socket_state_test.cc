@@ -204,22 +204,49 @@ TEST(SocketStateTest, AVariedConnectionStaysUnderTwoKilobytes) {
   EXPECT_LE(sizeof(SocketState) + HeapOf(s.stats), 2048u) << HeapOf(s.stats);
 }
 
+// WriteApis sums a socket's calls over every write API.
+uint64_t WriteApis(const SocketStats& st) {
+  uint64_t n = 0;
+  for (int api = 0; api < static_cast<int>(WriteApi::kCount); ++api) n += st.WriteApiCalls(api);
+  return n;
+}
+
 TEST(SocketStateTest, CallsByApiAreExactPastTheInlineApiAndMerge) {
-  SocketState a, group;
+  SocketState a, b, group;
   for (int i = 0; i < 5; ++i) a.OnWrite(WriteApi::kWritev, 10, 0, 2, 0, 0);
   a.OnWrite(WriteApi::kSendfile, 100, 0, kScalarWrite, 0, 0);
   a.OnWrite(WriteApi::kWrite, 10, 0, kScalarWrite, 0, 0);
   a.OnRead(ReadApi::kRecv, 10, 0, false);
-  EXPECT_EQ(a.stats.write_by_api.Get(static_cast<int>(WriteApi::kWritev)), 5u);
-  EXPECT_EQ(a.stats.write_by_api.Get(static_cast<int>(WriteApi::kSendfile)), 1u);
-  EXPECT_EQ(a.stats.write_by_api.Get(static_cast<int>(WriteApi::kWrite)), 1u);
-  EXPECT_EQ(a.stats.write_by_api.Total(), a.stats.write_calls.Get());
-  EXPECT_EQ(a.stats.read_by_api.Get(static_cast<int>(ReadApi::kRecv)), 1u);
+  // The first API's calls are implied by the call count, not added.
+  EXPECT_EQ(a.stats.write_by_api.InlineKey(), static_cast<int>(WriteApi::kWritev));
+  EXPECT_EQ(a.stats.write_by_api.Get(static_cast<int>(WriteApi::kWritev)), 0u);
+  EXPECT_EQ(a.stats.WriteApiCalls(static_cast<int>(WriteApi::kWritev)), 5u);
+  EXPECT_EQ(a.stats.WriteApiCalls(static_cast<int>(WriteApi::kSendfile)), 1u);
+  EXPECT_EQ(a.stats.WriteApiCalls(static_cast<int>(WriteApi::kWrite)), 1u);
+  EXPECT_EQ(a.stats.WriteApiCalls(static_cast<int>(WriteApi::kSend)), 0u);
+  EXPECT_EQ(WriteApis(a.stats), a.stats.write_calls.Get());
+  EXPECT_EQ(a.stats.ReadApiCalls(static_cast<int>(ReadApi::kRecv)), 1u);
+  // b's first API is another: merged after a, its implied count is added
+  // explicitly; merged first, it gives the group its key.
+  for (int i = 0; i < 3; ++i) b.OnWrite(WriteApi::kSend, 10, 0, kScalarWrite, 0, 0);
+  b.OnWrite(WriteApi::kWritev, 10, 0, 2, 0, 0);
+  b.OnRead(ReadApi::kRead, 10, 0, false);
   group.stats.MergeFrom(a.stats);
   group.stats.MergeFrom(a.stats);
-  EXPECT_EQ(group.stats.write_by_api.Get(static_cast<int>(WriteApi::kWritev)), 10u);
-  EXPECT_EQ(group.stats.write_by_api.Total(), 14u);
-  EXPECT_EQ(group.stats.read_by_api.Total(), 2u);
+  group.stats.MergeFrom(b.stats);
+  EXPECT_EQ(group.stats.WriteApiCalls(static_cast<int>(WriteApi::kWritev)), 11u);
+  EXPECT_EQ(group.stats.WriteApiCalls(static_cast<int>(WriteApi::kSend)), 3u);
+  EXPECT_EQ(group.stats.WriteApiCalls(static_cast<int>(WriteApi::kSendfile)), 2u);
+  EXPECT_EQ(WriteApis(group.stats), 18u);
+  EXPECT_EQ(group.stats.ReadApiCalls(static_cast<int>(ReadApi::kRecv)), 2u);
+  EXPECT_EQ(group.stats.ReadApiCalls(static_cast<int>(ReadApi::kRead)), 1u);
+  SocketState other_first;
+  other_first.stats.MergeFrom(b.stats);
+  other_first.stats.MergeFrom(a.stats);
+  EXPECT_EQ(other_first.stats.write_by_api.InlineKey(), static_cast<int>(WriteApi::kSend));
+  EXPECT_EQ(other_first.stats.WriteApiCalls(static_cast<int>(WriteApi::kWritev)), 6u);
+  EXPECT_EQ(other_first.stats.WriteApiCalls(static_cast<int>(WriteApi::kSend)), 3u);
+  EXPECT_EQ(WriteApis(other_first.stats), 11u);
 }
 
 // Only an entry a policy rule matched carries policy counters; a group

@@ -99,6 +99,21 @@ class SparseCounters {
     AddBeyondInline(key, n);
   }
 
+  // SparseCounters::InlineKey is the key the first inline pair holds, -1
+  // while it holds none: a plain load and compare on the hot path.
+  [[gnu::always_inline]] int InlineKey() const {
+    return static_cast<int>(TagOf(pairs_[0].load(std::memory_order_relaxed))) - 1;
+  }
+
+  // SparseCounters::ClaimInline gives key the first inline pair, with a count
+  // of 0, unless the pair holds a key already (a compare-and-swap: another
+  // thread's claim stands). For counts the caller implies (SocketStats'
+  // per-API counts).
+  void ClaimInline(int key) {
+    uint64_t free_pair = 0;
+    pairs_[0].compare_exchange_strong(free_pair, static_cast<uint64_t>(key + 1), std::memory_order_relaxed);
+  }
+
   // SparseCounters::AddOutOfLine counts n at key without the inline fast
   // path: for merges.
   void AddOutOfLine(int key, uint64_t n) { AddSlow(key, n); }

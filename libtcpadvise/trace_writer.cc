@@ -86,19 +86,21 @@ void EmitEndpoint(JsonWriter* w, const char* key, const SocketAddress& a) {
   w->EndObject();
 }
 
-// EmitApiCounts writes calls by API; calls whose API found no room (memory
-// ran out) are "unrecorded".
-template <typename Counts>
-void EmitApiCounts(JsonWriter* w, const Counts& counts, const char* (*name)(int)) {
+// EmitApiCounts writes calls by API (calls(api), kApis of them); calls
+// whose API found no room (memory ran out) are "unrecorded".
+template <typename Calls>
+void EmitApiCounts(JsonWriter* w, int apis, Calls calls, uint64_t lost, const char* (*name)(int)) {
   w->Key("by_api");
   w->BeginObject();
-  counts.ForEach([w, name](int api, uint64_t n) {
-    w->Key(name(api));
-    w->Uint(n);
-  });
-  if (counts.lost() != 0) {
+  for (int api = 0; api < apis; ++api) {
+    if (const uint64_t n = calls(api); n != 0) {
+      w->Key(name(api));
+      w->Uint(n);
+    }
+  }
+  if (lost != 0) {
     w->Key("unrecorded");
-    w->Uint(counts.lost());
+    w->Uint(lost);
   }
   w->EndObject();
 }
@@ -310,7 +312,8 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Uint(st.partial_writes.Get());
   w->Key("eagain");
   w->Uint(st.write_eagain.Get());
-  EmitApiCounts(w, st.write_by_api, WriteApiNameAt);
+  EmitApiCounts(w, static_cast<int>(WriteApi::kCount), [&st](int api) { return st.WriteApiCalls(api); },
+                st.write_by_api.lost(), WriteApiNameAt);
   const uint64_t successful_writes = st.write_size.count();
   EmitHistogram(w, "size", "bytes", st.write_size);
   EmitHistogram(w, "iovcnt", "count", st.write_iovcnt, 1.0, successful_writes - st.write_iovcnt.count());
@@ -368,7 +371,8 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->Uint(st.read_calls.Get());
   w->Key("bytes");
   w->Uint(st.read_bytes.Get());
-  EmitApiCounts(w, st.read_by_api, ReadApiNameAt);
+  EmitApiCounts(w, static_cast<int>(ReadApi::kCount), [&st](int api) { return st.ReadApiCalls(api); },
+                st.read_by_api.lost(), ReadApiNameAt);
   EmitHistogram(w, "size", "bytes", st.read_size);
   w->Key("eof");
   w->Uint(st.read_eof.Get());
@@ -416,7 +420,7 @@ void ProgramFileName(char* out) {
 
 bool WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {
-    const ssize_t n = g_real.write(fd, data, size);
+    const ssize_t n = LibcWrite(fd, data, size);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     data += n;

@@ -222,7 +222,7 @@ def test_a_bad_turn_sampling_setting_warns_and_keeps_the_default(tmp_path, serve
     assert client_json(result)[0]["rounds"] == 3
     assert result.stderr.count("tcpadvise: warning: TCPADVISE_TURNS_EVERY must be a power of two") == 1
     (trace,) = load_traces(tmp_path).values()
-    assert trace["turn_sampling"] == {"first": 256, "every": 16}
+    assert trace["turn_sampling"] == {"first": 64, "every": 64}
 
 
 @thread  # the snapshot thread

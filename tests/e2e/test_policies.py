@@ -12,8 +12,10 @@ thread = pytest.mark.thread
 
 
 def run_client(tmp_path, port, policy, *args, rule=None):
-    """The burst client under policy (see testlib.policy_env): what it did, its one socket's trace, its run."""
+    """The burst client under policy (see testlib.policy_env): what it did, its one socket's trace, its run.
+    Every turn recorded in full (the default samples past the 64th), so that the histograms' counts are exact."""
     env, out = policy_env(tmp_path, policy, rule)
+    env["TCPADVISE_TURNS_FIRST"] = str(ROUNDS)
     result = run([prog("burst"), "client", "--port", str(port), "--rounds", str(ROUNDS), *args], env=env)
     did = client_json(result)[0]
     (sock,) = sockets(load_traces(out)[did["pid"]], "client")
