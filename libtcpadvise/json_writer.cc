@@ -61,7 +61,7 @@ void JsonWriter::EndArray() {
   AppendChar(']');
 }
 
-void JsonWriter::Key(const char* key) {
+void JsonWriter::KeyString(const char* key) {
   String(key);
   AppendChar(':');
   after_key_ = true;

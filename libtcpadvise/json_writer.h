@@ -41,11 +41,11 @@ class JsonWriter {
   // length is known where it is compiled and it is copied as it is, not
   // scanned for characters to escape: the shim's keys are plain names (a
   // trace holds some 500; scanning them was a third of a forked server's
-  // child's trace). Any other key goes through String's escapes.
+  // child's trace). A key that is not a literal is KeyString's.
   template <size_t N>
   void Key(const char (&key)[N]) {
     static_assert(N > 1, "a key is not empty");
-    if (__builtin_expect(after_key_ || size_ + N + 2 > capacity_, 0)) return Key(&key[0]);
+    if (__builtin_expect(after_key_ || size_ + N + 2 > capacity_, 0)) return KeyString(key);
     const uint64_t bit = uint64_t{1} << (depth_ & 63);
     char* out = buffer_ + size_;
     if (needs_comma_ & bit) *out++ = ',';
@@ -61,7 +61,9 @@ class JsonWriter {
   // A char array that is not a literal (a buffer) is no key of known length.
   template <size_t N>
   void Key(char (&key)[N]) = delete;
-  void Key(const char* key);
+  // JsonWriter::KeyString names the next value with any string, escaped as
+  // String escapes it.
+  void KeyString(const char* key);
   // JsonWriter::String writes value as a JSON string that is always valid
   // UTF-8: valid characters as they are, '"', '\\', C0 and C1 controls and
   // DEL as JSON escapes, and each byte that is part of no valid UTF-8

@@ -49,7 +49,7 @@ TEST(JsonWriterTest, WritesInALentBufferThenMovesToTheHeapWhenItIsFull) {
   EXPECT_EQ(std::string(lent, 8), "[12,xxxx");  // written up to its capacity, never beyond
 }
 
-TEST(JsonWriterTest, ALiteralKeyIsWrittenAsAKeyThroughAPointerIs) {
+TEST(JsonWriterTest, ALiteralKeyIsWrittenAsKeyStringWritesIt) {
   const char* const by_pointer[] = {"first", "second_key", "k"};
   char lent[64];
   memset(lent, 'x', sizeof(lent));
@@ -57,11 +57,11 @@ TEST(JsonWriterTest, ALiteralKeyIsWrittenAsAKeyThroughAPointerIs) {
   JsonWriter literal(lent, 19), pointer;
   for (JsonWriter* w : {&literal, &pointer}) {
     w->BeginObject();
-    w == &literal ? w->Key("first") : w->Key(by_pointer[0]);
+    w == &literal ? w->Key("first") : w->KeyString(by_pointer[0]);
     w->Uint(1);
-    w == &literal ? w->Key("second_key") : w->Key(by_pointer[1]);
+    w == &literal ? w->Key("second_key") : w->KeyString(by_pointer[1]);
     w->BeginObject();
-    w == &literal ? w->Key("k") : w->Key(by_pointer[2]);
+    w == &literal ? w->Key("k") : w->KeyString(by_pointer[2]);
     w->Bool(false);
     w->EndObject();
     w->EndObject();
