@@ -77,6 +77,17 @@ SECTIONS
 INSERT AFTER .data;
 SECTIONS
 {
+  /* The process page (process_page.h), wiped in fork children, last: the
+     shim's zeroed data is then two mappings, not three, each of which every
+     fork and exit of the process copies and tears down. */
+  .bss.tcpadvise_process_page (NOLOAD) :
+  {
+    *(.bss._ZN9tcpadvise14g_process_pageE)
+  }
+}
+INSERT AFTER .bss;
+SECTIONS
+{
   .text :
   {
 """
