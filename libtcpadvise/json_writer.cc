@@ -61,6 +61,21 @@ void JsonWriter::EndArray() {
   AppendChar(']');
 }
 
+void JsonWriter::PlainKey(const char* key, size_t length) {
+  if (__builtin_expect(after_key_ || size_ + length + 4 > capacity_, 0)) return KeyString(key);
+  const uint64_t bit = uint64_t{1} << (depth_ & 63);
+  char* out = buffer_ + size_;
+  if (needs_comma_ & bit) *out++ = ',';
+  needs_comma_ |= bit;
+  *out++ = '"';
+  memcpy(out, key, length);
+  out += length;
+  *out++ = '"';
+  *out++ = ':';
+  size_ = static_cast<size_t>(out - buffer_);
+  after_key_ = true;
+}
+
 void JsonWriter::KeyString(const char* key) {
   String(key);
   AppendChar(':');

@@ -45,18 +45,7 @@ class JsonWriter {
   template <size_t N>
   void Key(const char (&key)[N]) {
     static_assert(N > 1, "a key is not empty");
-    if (__builtin_expect(after_key_ || size_ + N + 2 > capacity_, 0)) return KeyString(key);
-    const uint64_t bit = uint64_t{1} << (depth_ & 63);
-    char* out = buffer_ + size_;
-    if (needs_comma_ & bit) *out++ = ',';
-    needs_comma_ |= bit;
-    *out++ = '"';
-    memcpy(out, key, N - 1);
-    out += N - 1;
-    *out++ = '"';
-    *out++ = ':';
-    size_ = static_cast<size_t>(out - buffer_);
-    after_key_ = true;
+    PlainKey(key, N - 1);
   }
   // A char array that is not a literal (a buffer) is no key of known length.
   template <size_t N>
@@ -110,6 +99,10 @@ class JsonWriter {
     }
   }
   [[gnu::cold]] void AppendGrowing(const char* text, size_t len);
+  // PlainKey writes a key of length bytes that needs no escape, out of line:
+  // a trace's some 170 keys inline would each add their code to what a
+  // forked server's child maps to write its trace.
+  void PlainKey(const char* key, size_t length);
   // AppendChar: most of a trace is single characters; room is usually there.
   void AppendChar(char c) {
     if (__builtin_expect(size_ < capacity_, 1)) {
