@@ -41,7 +41,8 @@ class JsonWriter {
   // length is known where it is compiled and it is copied as it is, not
   // scanned for characters to escape: the shim's keys are plain names (a
   // trace holds some 500; scanning them was a third of a forked server's
-  // child's trace). A key that is not a literal is KeyString's.
+  // child's trace), and a literal that needed an escape would be written
+  // without it. A key that is not a literal is KeyString's.
   template <size_t N>
   void Key(const char (&key)[N]) {
     static_assert(N > 1, "a key is not empty");
@@ -100,8 +101,8 @@ class JsonWriter {
   }
   [[gnu::cold]] void AppendGrowing(const char* text, size_t len);
   // PlainKey writes a key of length bytes that needs no escape, out of line:
-  // a trace's some 170 keys inline would each add their code to what a
-  // forked server's child maps to write its trace.
+  // inline at each of the shim's some 170 literal keys, it grew the code a
+  // forked server's child runs to write its trace by a third.
   void PlainKey(const char* key, size_t length);
   // AppendChar: most of a trace is single characters; room is usually there.
   void AppendChar(char c) {
