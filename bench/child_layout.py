@@ -77,6 +77,17 @@ SECTIONS
 INSERT AFTER .data;
 SECTIONS
 {
+  /* The process page (process_page.h), wiped in fork children, last: the
+     shim's zeroed data is then two mappings, not three, each of which every
+     fork and exit of the process copies and tears down. */
+  .bss.tcpadvise_process_page (NOLOAD) :
+  {
+    *(.bss._ZN9tcpadvise14g_process_pageE)
+  }
+}
+INSERT AFTER .bss;
+SECTIONS
+{
   .text :
   {
 """
@@ -168,10 +179,12 @@ def backend_functions(shim: Path, arm: str, connections: int, scratch: Path) -> 
             time.sleep(1)  # the last backend's dump
     finally:
         del server.run_as
-    dumps = sorted(out.glob("cg.*"), key=lambda path: int(path.name.split(".")[1]))
-    # The postmaster is the first; the first backends take the call-site samples that the later ones,
-    # a steady-state server's, leave to the tree (README: Call sites).
-    backends = dumps[1:][-10:]
+    # The backends are the processes that ran PostgresMain (not the postmaster, nor its background
+    # processes, whatever their pids after a wrap), in the order they ended; the first backends take
+    # the call-site samples that the later ones, a steady-state server's, leave to the tree (README:
+    # Call sites).
+    dumps = sorted(out.glob("cg.*"), key=lambda path: path.stat().st_mtime)
+    backends = [dump for dump in dumps if "PostgresMain" in dump.read_text(errors="replace")][-10:]
     if len(backends) < 5:
         raise RuntimeError(f"{arm}: {len(backends)} backend dumps in {out}")
     found = set()

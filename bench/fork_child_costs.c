@@ -10,8 +10,16 @@
 //     trace (getrandom, open O_EXCL|O_NOFOLLOW 0600 under a temporary name,
 //     write, close, rename), each call timed, and with O_TMPFILE and a linkat
 //     through /proc/self/fd instead.
+//   vmas: what fork and exit cost the kernel for the mappings a process has
+//     (session 12: the shim adds 15 to a PostgreSQL postmaster's 251, with
+//     80 written pages in them): the CPU time of a fork whose child exits at
+//     once, parent and child together, with 16 more mappings of one written
+//     page each, with 80 more written pages in one mapping, and with 5
+//     read-only mappings of a file (a library's), each fork paired with one
+//     without them.
 //   build/bench/fork_child_costs pages
 //   build/bench/fork_child_costs files /dev/shm/somewhere-empty
+//   build/bench/fork_child_costs vmas
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,6 +85,87 @@ static int Pages(void) {
   return 0;
 }
 
+// CpuNs is the CPU time of this process and its waited-for children.
+static long CpuNs(void) {
+  struct timespec self;
+  struct rusage children;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  return self.tv_sec * 1000000000L + self.tv_nsec + children.ru_utime.tv_sec * 1000000000L +
+         children.ru_utime.tv_usec * 1000L + children.ru_stime.tv_sec * 1000000000L + children.ru_stime.tv_usec * 1000L;
+}
+
+// ForkExitNs is the CPU time of one fork whose child exits at once, waited for.
+static long ForkExitNs(void) {
+  const long start = CpuNs();
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  if (child < 0) return -1;
+  waitpid(child, NULL, 0);
+  return CpuNs() - start;
+}
+
+// The arms' extra mappings: kMaps anonymous ones of one written page each, kPages written pages in
+// one, kFiles read-only mappings of this program's file with one page read in each (a library's).
+enum { kMaps = 16, kPages = 80, kFiles = 5 };
+static char* g_mapped[kFiles];
+
+static size_t ArmSize(int arm) { return arm == 0 ? 2 * kMaps * 4096 : arm == 1 ? kPages * 4096 : 4096; }
+
+static int MapArm(int arm) {
+  if (arm == 2) {
+    const int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    for (int i = 0; i < kFiles; ++i) {
+      g_mapped[i] = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (g_mapped[i] == MAP_FAILED) return -1;
+      (void)*(volatile char*)g_mapped[i];
+    }
+    close(fd);
+    return 0;
+  }
+  char* region = mmap(NULL, ArmSize(arm), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (region == MAP_FAILED) return -1;
+  g_mapped[0] = region;
+  if (arm == 1) {
+    memset(region, 1, ArmSize(arm));
+    return 0;
+  }
+  // Every other page read-only: the kernel cannot merge them into one mapping.
+  for (int i = 0; i < kMaps; ++i) {
+    region[2 * i * 4096] = 1;
+    if (mprotect(region + (2 * i + 1) * 4096, 4096, PROT_READ) != 0) return -1;
+  }
+  return 0;
+}
+
+static void UnmapArm(int arm) {
+  for (int i = 0; i < (arm == 2 ? kFiles : 1); ++i) munmap(g_mapped[i], ArmSize(arm));
+}
+
+static int Vmas(void) {
+  enum { kRounds = 4000 };
+  static long base[3][kRounds], more[3][kRounds];
+  for (int i = 0; i < kRounds; ++i) {
+    for (int arm = 0; arm < 3; ++arm) {
+      if (MapArm(arm) != 0) return 1;
+      more[arm][i] = ForkExitNs();
+      UnmapArm(arm);
+      base[arm][i] = ForkExitNs();
+    }
+  }
+  static const char* const kArms[3] = {"16 mappings of one written page", "80 written pages in one mapping",
+                                       "5 read-only mappings of a file, one page read in each"};
+  for (int arm = 0; arm < 3; ++arm) {
+    static long paired[kRounds];
+    for (int i = 0; i < kRounds; ++i) paired[i] = more[arm][i] - base[arm][i];
+    const long b = Median(base[arm], kRounds), m = Median(more[arm], kRounds);
+    printf("fork and exit, CPU: %ld ns without, %ld ns with %s; paired difference %ld ns (medians of %d)\n", b, m,
+           kArms[arm], Median(paired, kRounds), kRounds);
+  }
+  return 0;
+}
+
 static int Files(const char* dir) {
   char data[4000], path[4096], temp[4096], link[64];
   memset(data, 'x', sizeof(data));
@@ -129,6 +219,7 @@ static int Files(const char* dir) {
 int main(int argc, char** argv) {
   if (argc == 2 && strcmp(argv[1], "pages") == 0) return Pages();
   if (argc == 3 && strcmp(argv[1], "files") == 0) return Files(argv[2]);
-  fprintf(stderr, "usage: fork_child_costs pages | files DIR (an empty directory, e.g. on /dev/shm)\n");
+  if (argc == 2 && strcmp(argv[1], "vmas") == 0) return Vmas();
+  fprintf(stderr, "usage: fork_child_costs pages | vmas | files DIR (an empty directory, e.g. on /dev/shm)\n");
   return 2;
 }

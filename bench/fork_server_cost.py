@@ -36,6 +36,20 @@ from tcpadvise.record.shim import isolated_environment
 EVENTS = ("task-clock", "page-faults", "raw_syscalls:sys_enter")
 
 
+class PerfLost(Exception):
+    """perf stat could not attach to every process it was given."""
+
+
+def measure_again(server: S.Server, directory: Path, shim: Path | None, connections: int) -> dict:
+    """measure, tried again (twice at most) when perf stat lost a process it was to attach to."""
+    for _ in range(2):
+        try:
+            return measure(server, directory, shim, connections)
+        except PerfLost:
+            print("perf stat could not attach to every server process; measuring again", file=sys.stderr, flush=True)
+    return measure(server, directory, shim, connections)
+
+
 def measure(server: S.Server, directory: Path, shim: Path | None, connections: int) -> dict:
     """Per connection: the server's CPU time (ms), page faults and system calls, one run of pgbench -C -S."""
     policy = POLICIES["observe" if shim is not None else "baseline"]
@@ -56,6 +70,9 @@ def measure(server: S.Server, directory: Path, shim: Path | None, connections: i
                 fields = line.split(",")
                 if len(fields) > 3 and fields[2] in EVENTS and fields[0][:1].isdigit():
                     values[fields[2]] = float(fields[0]) / connections
+    if not values:
+        # perf stat -p found a listening process gone (a backend of the readiness check): no counts.
+        raise PerfLost("perf stat could not attach to every server process")
     if set(values) != set(EVENTS):
         raise RuntimeError(f"perf stat counted {sorted(values)}, not {list(EVENTS)}")
     return values
@@ -99,7 +116,7 @@ def main() -> int:
         directory = S._prepared(server, Path(scratch))
         for round_ in range(args.rounds):
             for arm, shim in arms.items():
-                results[arm].append(measure(server, directory, shim, args.connections))
+                results[arm].append(measure_again(server, directory, shim, args.connections))
                 print(f"round {round_ + 1}: {arm}: " + ", ".join(f"{k} {v:.3f}" for k, v in results[arm][-1].items()),
                       file=sys.stderr, flush=True)
     table = render(results, args.connections)

@@ -95,7 +95,7 @@ void EmitHistogramParts(JsonWriter* w, const char* key, const char* unit, const 
     w->Uint(n);
     w->EndArray();
   };
-  w->Key(key);
+  w->KeyString(key);
   w->BeginObject();
   w->Key("unit");
   w->String(unit);

@@ -242,14 +242,26 @@ bool IsTcpSocket(int fd) {
   return getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) == 0 && protocol == IPPROTO_TCP;
 }
 
-// Identify reads both ends of a socket from the kernel.
-SocketIdentity Identify(int fd, Role role) {
+// AcceptedPeer is the peer's address as accept wrote it into the shim's
+// own buffer, for a caller that passed none.
+struct AcceptedPeer {
+  SocketAddress address;
+  socklen_t length = sizeof(address);
+};
+
+// Identify reads both ends of a socket from the kernel; the peer from
+// `peer` when accept gave it whole (no getpeername).
+SocketIdentity Identify(int fd, Role role, const AcceptedPeer* peer = nullptr) {
   SocketIdentity id;
   id.role = role;
   socklen_t len = sizeof(id.local);
   getsockname(fd, reinterpret_cast<sockaddr*>(&id.local), &len);
-  len = sizeof(id.peer);
-  getpeername(fd, reinterpret_cast<sockaddr*>(&id.peer), &len);
+  if (peer != nullptr && peer->length <= sizeof(id.peer)) {
+    memcpy(&id.peer, &peer->address, peer->length);
+  } else {
+    len = sizeof(id.peer);
+    getpeername(fd, reinterpret_cast<sockaddr*>(&id.peer), &len);
+  }
   id.cookie = SocketCookie(fd);
   return id;
 }
@@ -284,7 +296,7 @@ inline int NewFd(int fd) {
   return fd;
 }
 
-int AfterAccept(int listen_fd, int fd, int flags) {
+int AfterAccept(int listen_fd, int fd, int flags, const AcceptedPeer* peer) {
   if (fd < 0) return fd;
   ErrnoSaver errno_saver;
   SocketState* listener = g_table.Lookup(listen_fd);
@@ -294,7 +306,7 @@ int AfterAccept(int listen_fd, int fd, int flags) {
     if (!IsTcpSocket(fd)) return NewFd(fd);
     TrackNew(listen_fd, Identify(listen_fd, Role::kListener), false);
   }
-  TrackNew(fd, Identify(fd, Role::kServer), (flags & SOCK_NONBLOCK) != 0);
+  TrackNew(fd, Identify(fd, Role::kServer, peer), (flags & SOCK_NONBLOCK) != 0);
   if (g_policy_config != nullptr) {
     UpdateTracked(fd, [fd](SocketState* s) { AttachPolicy(fd, s, reinterpret_cast<const sockaddr*>(&s->id.peer)); });
   }
@@ -539,12 +551,28 @@ int Socket(int domain, int type, int protocol) {
   return NewFd(fd);
 }
 
+// A program that asks accept for no address (libuv's, Node.js's) on a
+// tracked listener gets the call with the shim's own buffer: the kernel
+// writes nothing of the program's either way (it ignores addrlen without
+// addr), and the peer needs no getpeername. A program's own buffer is read
+// by neither: its length could be a bad pointer, which the kernel answers
+// with EFAULT, and accept writes the whole address's length there.
 int Accept(int fd, struct sockaddr* addr, socklen_t* addrlen) {
-  return AfterAccept(fd, Real(g_real.accept)(fd, addr, addrlen), 0);
+  if (addr != nullptr || g_table.Lookup(fd) == nullptr) {
+    return AfterAccept(fd, Real(g_real.accept)(fd, addr, addrlen), 0, nullptr);
+  }
+  AcceptedPeer peer;
+  const int accepted = g_real.accept(fd, reinterpret_cast<sockaddr*>(&peer.address), &peer.length);
+  return AfterAccept(fd, accepted, 0, &peer);
 }
 
 int Accept4(int fd, struct sockaddr* addr, socklen_t* addrlen, int flags) {
-  return AfterAccept(fd, Real(g_real.accept4)(fd, addr, addrlen, flags), flags);
+  if (addr != nullptr || g_table.Lookup(fd) == nullptr) {
+    return AfterAccept(fd, Real(g_real.accept4)(fd, addr, addrlen, flags), flags, nullptr);
+  }
+  AcceptedPeer peer;
+  const int accepted = g_real.accept4(fd, reinterpret_cast<sockaddr*>(&peer.address), &peer.length, flags);
+  return AfterAccept(fd, accepted, flags, &peer);
 }
 
 int Connect(int fd, const struct sockaddr* addr, socklen_t addrlen) {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <string.h>
 #include <sys/syscall.h>
 
 #include "call_sites.h"
@@ -90,6 +91,43 @@ TEST_F(HooksTest, AFileOnTheNumberOfAnUnseenCloseRetiresTheStaleEntry) {
   EXPECT_EQ(g_table.Lookup(file), nullptr);
   EXPECT_EQ(hooks::Write(file, "x", 1), 1);
   close(file);
+}
+
+// A program that asks accept for no address gets none, and its addrlen,
+// which the kernel ignores then, is not touched (here not even a pointer);
+// the shim takes the peer from its own buffer, the same as getpeername's.
+TEST_F(HooksTest, AnAcceptThatAsksNoAddressStillNamesThePeer) {
+  const int listener = hooks::Socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(hooks::Listen(listener, 2), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  for (const bool accept4 : {false, true}) {
+    const int client = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    sockaddr_in client_name{};
+    len = sizeof(client_name);
+    ASSERT_EQ(getsockname(client, reinterpret_cast<sockaddr*>(&client_name), &len), 0);
+    socklen_t* const bad_length = reinterpret_cast<socklen_t*>(16);
+    const int server = accept4 ? hooks::Accept4(listener, nullptr, bad_length, SOCK_CLOEXEC)
+                               : hooks::Accept(listener, nullptr, bad_length);
+    ASSERT_GE(server, 0) << strerror(errno);
+    const SocketState* s = g_table.Lookup(server);
+    ASSERT_NE(s, nullptr);
+    const auto& peer = reinterpret_cast<const sockaddr_in&>(s->id.peer);
+    EXPECT_EQ(peer.sin_family, AF_INET);
+    EXPECT_EQ(peer.sin_port, client_name.sin_port);
+    EXPECT_EQ(peer.sin_addr.s_addr, client_name.sin_addr.s_addr);
+    EXPECT_EQ(reinterpret_cast<const sockaddr_in&>(s->id.local).sin_port, addr.sin_port);
+    EXPECT_NE(s->id.cookie, 0u);
+    EXPECT_EQ(hooks::Close(server), 0);
+    close(client);
+  }
+  EXPECT_EQ(hooks::Close(listener), 0);
 }
 
 TEST_F(HooksTest, FortifiedAndNewerWaitsPassThrough) {

@@ -17,35 +17,24 @@ JsonWriter::~JsonWriter() {
   if (owned_) PrivateFree(buffer_);
 }
 
-void JsonWriter::Append(const char* text, size_t len) {
+void JsonWriter::AppendGrowing(const char* text, size_t len) {
   if (failed_) return;
-  if (size_ + len > capacity_) {
-    size_t capacity = capacity_ ? capacity_ * 2 : 16384;
-    while (capacity < size_ + len) capacity *= 2;
-    char* grown = static_cast<char*>(owned_ ? PrivateRealloc(buffer_, capacity) : PrivateAlloc(capacity));
-    if (grown == nullptr) {
-      failed_ = true;
-      return;
-    }
-    if (!owned_) {
-      memcpy(grown, buffer_, size_);
-      owned_ = true;
-    }
-    buffer_ = grown;
-    capacity_ = capacity;
-  }
-  memcpy(buffer_ + size_, text, len);
-  size_ += len;
-}
-
-void JsonWriter::BeforeValue() {
-  if (after_key_) {
-    after_key_ = false;
+  size_t capacity = capacity_ ? capacity_ * 2 : 16384;
+  while (capacity < size_ + len) capacity *= 2;
+  char* grown = static_cast<char*>(owned_ ? PrivateRealloc(buffer_, capacity) : PrivateAlloc(capacity));
+  if (grown == nullptr) {
+    failed_ = true;
+    capacity_ = size_;  // nothing more is written: every Append comes here
     return;
   }
-  const uint64_t bit = uint64_t{1} << (depth_ & 63);
-  if (needs_comma_ & bit) AppendChar(',');
-  needs_comma_ |= bit;
+  if (!owned_) {
+    memcpy(grown, buffer_, size_);
+    owned_ = true;
+  }
+  buffer_ = grown;
+  capacity_ = capacity;
+  memcpy(buffer_ + size_, text, len);
+  size_ += len;
 }
 
 void JsonWriter::BeginObject() {
@@ -72,11 +61,40 @@ void JsonWriter::EndArray() {
   AppendChar(']');
 }
 
-void JsonWriter::Key(const char* key) {
+void JsonWriter::PlainKey(const char* key, size_t length) {
+  if (__builtin_expect(after_key_ || size_ + length + 4 > capacity_, 0)) return KeyString(key);
+  const uint64_t bit = uint64_t{1} << (depth_ & 63);
+  char* out = buffer_ + size_;
+  if (needs_comma_ & bit) *out++ = ',';
+  needs_comma_ |= bit;
+  *out++ = '"';
+  memcpy(out, key, length);
+  out += length;
+  *out++ = '"';
+  *out++ = ':';
+  size_ = static_cast<size_t>(out - buffer_);
+  after_key_ = true;
+}
+
+void JsonWriter::KeyString(const char* key) {
   String(key);
   AppendChar(':');
   after_key_ = true;
 }
+
+namespace {
+
+// kPlain flags the bytes a JSON string holds as they are: printable ASCII
+// but '"' and '\\'. String skips runs of them a table load a byte.
+struct PlainBytes {
+  bool plain[256];
+  constexpr PlainBytes() : plain() {
+    for (int c = 0x20; c < 0x7f; ++c) plain[c] = c != '"' && c != '\\';
+  }
+};
+constexpr PlainBytes kPlain;
+
+}  // namespace
 
 void JsonWriter::String(const char* value) {
   BeforeValue();
@@ -84,11 +102,8 @@ void JsonWriter::String(const char* value) {
   const char* run = value;  // characters that need no escape go in one piece
   const unsigned char* p = reinterpret_cast<const unsigned char*>(value);
   for (;;) {
+    while (kPlain.plain[*p]) ++p;
     const unsigned char c = *p;
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      ++p;
-      continue;
-    }
     size_t length = c >= 0x80 ? Utf8SequenceLength(p, 4) : 1;
     // Valid characters from U+00A0 up go as they are (C1 controls escaped).
     if (length > 1 && !(c == 0xc2 && p[1] < 0xa0)) {
@@ -120,6 +135,10 @@ void JsonWriter::String(const char* value) {
 
 void JsonWriter::Uint(uint64_t value) {
   BeforeValue();
+  if (value < 10) {  // most of a quiet socket's figures are 0
+    AppendChar(static_cast<char>('0' + value));
+    return;
+  }
   char text[24];
   // to_chars: the digits printf("%llu") gives, without a format to parse
   // (a trace holds thousands of numbers; a forked server's child writes one

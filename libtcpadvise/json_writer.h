@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 namespace tcpadvise {
 
@@ -36,8 +37,23 @@ class JsonWriter {
   void EndObject();
   void BeginArray();
   void EndArray();
-  // JsonWriter::Key names the next value inside an object.
-  void Key(const char* key);
+  // JsonWriter::Key names the next value inside an object. A literal's
+  // length is known where it is compiled and it is copied as it is, not
+  // scanned for characters to escape: the shim's keys are plain names (a
+  // trace holds some 500; scanning them was a third of a forked server's
+  // child's trace), and a literal that needed an escape would be written
+  // without it. A key that is not a literal is KeyString's.
+  template <size_t N>
+  void Key(const char (&key)[N]) {
+    static_assert(N > 1, "a key is not empty");
+    PlainKey(key, N - 1);
+  }
+  // A char array that is not a literal (a buffer) is no key of known length.
+  template <size_t N>
+  void Key(char (&key)[N]) = delete;
+  // JsonWriter::KeyString names the next value with any string, escaped as
+  // String escapes it.
+  void KeyString(const char* key);
   // JsonWriter::String writes value as a JSON string that is always valid
   // UTF-8: valid characters as they are, '"', '\\', C0 and C1 controls and
   // DEL as JSON escapes, and each byte that is part of no valid UTF-8
@@ -64,8 +80,30 @@ class JsonWriter {
   bool failed() const { return failed_; }
 
  private:
-  void BeforeValue();
-  void Append(const char* text, size_t len);
+  // BeforeValue writes the comma that separates this value from the last.
+  void BeforeValue() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    const uint64_t bit = uint64_t{1} << (depth_ & 63);
+    if (needs_comma_ & bit) AppendChar(',');
+    needs_comma_ |= bit;
+  }
+  // Append copies text; the buffer grows out of line.
+  void Append(const char* text, size_t len) {
+    if (__builtin_expect(size_ + len <= capacity_, 1)) {
+      memcpy(buffer_ + size_, text, len);
+      size_ += len;
+    } else {
+      AppendGrowing(text, len);
+    }
+  }
+  [[gnu::cold]] void AppendGrowing(const char* text, size_t len);
+  // PlainKey writes a key of length bytes that needs no escape, out of line:
+  // inline at each of the shim's some 170 literal keys, it grew the code a
+  // forked server's child runs to write its trace by a third.
+  void PlainKey(const char* key, size_t length);
   // AppendChar: most of a trace is single characters; room is usually there.
   void AppendChar(char c) {
     if (__builtin_expect(size_ < capacity_, 1)) {

@@ -49,6 +49,30 @@ TEST(JsonWriterTest, WritesInALentBufferThenMovesToTheHeapWhenItIsFull) {
   EXPECT_EQ(std::string(lent, 8), "[12,xxxx");  // written up to its capacity, never beyond
 }
 
+TEST(JsonWriterTest, ALiteralKeyIsWrittenAsKeyStringWritesIt) {
+  const char* const by_pointer[] = {"first", "second_key", "k"};
+  char lent[64];
+  memset(lent, 'x', sizeof(lent));
+  // 19 bytes: the second literal key finds no room left and moves to the heap.
+  JsonWriter literal(lent, 19), pointer;
+  for (JsonWriter* w : {&literal, &pointer}) {
+    w->BeginObject();
+    w == &literal ? w->Key("first") : w->KeyString(by_pointer[0]);
+    w->Uint(1);
+    w == &literal ? w->Key("second_key") : w->KeyString(by_pointer[1]);
+    w->BeginObject();
+    w == &literal ? w->Key("k") : w->KeyString(by_pointer[2]);
+    w->Bool(false);
+    w->EndObject();
+    w->EndObject();
+    ASSERT_FALSE(w->failed());
+  }
+  EXPECT_NE(literal.data(), lent);
+  EXPECT_EQ(Text(literal), R"({"first":1,"second_key":{"k":false}})");
+  EXPECT_EQ(Text(pointer), Text(literal));
+  EXPECT_EQ(std::string(lent, 20), R"({"first":1,"xxxxxxxx)");  // never beyond its capacity
+}
+
 TEST(JsonWriterTest, WholeRoundsToTheNearestIntegerWithinZeroTo2To64) {
   JsonWriter w;
   w.BeginArray();

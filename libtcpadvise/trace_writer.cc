@@ -5,11 +5,12 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+
+#include <charconv>
 
 #include "address.h"
 #include "call_sites.h"
@@ -55,11 +56,11 @@ void EmitErrnoCounts(JsonWriter* w, const char* key, const ErrnoCounts& slots) {
   auto name = [](int e) { return e == 0 ? nullptr : strerrorname_np(e); };
   uint64_t other = slots.lost();
   slots.ForEach([&](int e, uint64_t n) { other += name(e) == nullptr ? n : 0; });
-  w->Key(key);
+  w->KeyString(key);
   w->BeginObject();
   slots.ForEach([&](int e, uint64_t n) {
     if (name(e) == nullptr) return;
-    w->Key(name(e));
+    w->KeyString(name(e));
     w->Uint(n);
   });
   if (other != 0) {
@@ -69,15 +70,25 @@ void EmitErrnoCounts(JsonWriter* w, const char* key, const ErrnoCounts& slots) {
   w->EndObject();
 }
 
+// FormatIpv4 writes an IPv4 address in dotted decimal, as inet_ntop does
+// through sprintf (a few hundred instructions an address, each trace).
+void FormatIpv4(const in_addr& addr, char* out) {
+  const unsigned char* b = reinterpret_cast<const unsigned char*>(&addr);
+  for (int i = 0; i < 4; ++i) {
+    out = std::to_chars(out, out + 3, b[i]).ptr;
+    *out++ = i < 3 ? '.' : '\0';
+  }
+}
+
 void EmitEndpoint(JsonWriter* w, const char* key, const SocketAddress& a) {
   char text[INET6_ADDRSTRLEN] = "";
   if (a.ss_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, text, sizeof(text));
+    FormatIpv4(reinterpret_cast<const sockaddr_in&>(a).sin_addr, text);
   } else if (a.ss_family == AF_INET6) {
     inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, text, sizeof(text));
   }
   const uint16_t port = PortOf(a);
-  w->Key(key);
+  w->KeyString(key);
   w->BeginObject();
   w->Key("addr");
   w->String(text);
@@ -94,7 +105,7 @@ void EmitApiCounts(JsonWriter* w, int apis, Calls calls, uint64_t lost, const ch
   w->BeginObject();
   for (int api = 0; api < apis; ++api) {
     if (const uint64_t n = calls(api); n != 0) {
-      w->Key(name(api));
+      w->KeyString(name(api));
       w->Uint(n);
     }
   }
@@ -206,7 +217,7 @@ void EmitPolicy(JsonWriter* w, const SocketState& s, double ns_per_tick) {
   w->BeginObject();
   for (int i = 0; i < static_cast<int>(FlushCause::kCount); ++i) {
     if (c.flushes[i].Get() == 0) continue;
-    w->Key(FlushCauseName(static_cast<FlushCause>(i)));
+    w->KeyString(FlushCauseName(static_cast<FlushCause>(i)));
     w->Uint(c.flushes[i].Get());
   }
   w->EndObject();
@@ -282,7 +293,7 @@ void EmitSocket(JsonWriter* w, const SocketState& s, bool open, uint64_t now, do
   w->BeginObject();
   for (int i = 0; i < static_cast<int>(AppOption::kCount); ++i) {
     if ((s.options_set_mask & (1u << i)) == 0) continue;
-    w->Key(AppOptionName(static_cast<AppOption>(i)));
+    w->KeyString(AppOptionName(static_cast<AppOption>(i)));
     w->Int(s.options_set[i]);
   }
   w->EndObject();
@@ -446,15 +457,37 @@ uint64_t NameNonce(pid_t pid) {
   return nonce;
 }
 
+// kPathBytes holds a trace's path: the directory (under PATH_MAX), the
+// program's name (kFileNameProgramBytes), the pid, the nonce and the suffix.
+constexpr size_t kPathBytes = PATH_MAX + 300;
+
+// TraceName writes dir/<dot>program.pid[.nonce]suffix to out (kPathBytes),
+// the nonce in 16 hex digits: what snprintf wrote, without the format's
+// parse (some 5,000 instructions a trace, which a forked server's child
+// pays at each exit).
+void TraceName(char* out, const char* dir, bool dot, const char* program, pid_t pid, const uint64_t* nonce,
+               const char* suffix) {
+  char* p = stpcpy(out, dir);
+  *p++ = '/';
+  if (dot) *p++ = '.';
+  p = stpcpy(p, program);
+  *p++ = '.';
+  p = std::to_chars(p, p + 16, static_cast<int>(pid)).ptr;
+  if (nonce != nullptr) {
+    *p++ = '.';
+    for (int shift = 60; shift >= 0; shift -= 4) *p++ = "0123456789abcdef"[(*nonce >> shift) & 15];
+  }
+  strcpy(p, suffix);
+}
+
 // CreateTemporary creates a new file for the trace in dir, 0600 (a trace
 // names peers and program arguments), under a name nobody can guess and
 // plant a symlink at: never one that already exists, never through a
 // symlink. Its name goes to temp; returns the fd or -1.
-int CreateTemporary(char* temp, size_t size, const char* dir, const char* program, pid_t pid) {
+int CreateTemporary(char* temp, const char* dir, const char* program, pid_t pid) {
   for (int attempt = 0; attempt < 8; ++attempt) {
     const uint64_t nonce = NameNonce(pid);
-    snprintf(temp, size, "%s/.%s.%d.%016llx.json.tmp", dir, program, static_cast<int>(pid),
-             static_cast<unsigned long long>(nonce));
+    TraceName(temp, dir, /*dot=*/true, program, pid, &nonce, ".json.tmp");
     const int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0 || errno != EEXIST) return fd;
   }
@@ -627,12 +660,12 @@ void WriteTrace(bool final) {
   g_table.Unlock();
   if (final) g_process_page.trace_final_written = true;
   if (any && !w.failed()) {
-    char program[kFileNameProgramBytes + 1], path[PATH_MAX + 300], temp[PATH_MAX + 300];
+    char program[kFileNameProgramBytes + 1], path[kPathBytes], temp[kPathBytes];
     ProgramFileName(program);
     const char* dir = g_runtime.settings.out_dir;
     const pid_t pid = g_runtime.pid;
-    snprintf(path, sizeof(path), "%s/%s.%d.json", dir, program, static_cast<int>(pid));
-    const int fd = CreateTemporary(temp, sizeof(temp), dir, program, pid);
+    TraceName(path, dir, /*dot=*/false, program, pid, nullptr, ".json");
+    const int fd = CreateTemporary(temp, dir, program, pid);
     if (fd < 0) {
       WarnOnce("open failed", temp);
     } else {

@@ -1,5 +1,6 @@
 #include "trace_writer.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -99,6 +100,18 @@ TEST_F(TraceWriterTest, ASnapshotMidBurstOfASampledSocket) {
       << trace;
   g_table.Release(702);
   g_runtime.settings.turns = saved;
+}
+
+TEST_F(TraceWriterTest, AnIpv4AddressIsWrittenAsInetNtopWritesIt) {
+  for (const char* text : {"10.200.3.255", "127.0.0.1", "255.255.255.255", "1.2.30.100"}) {
+    SocketIdentity id = Client(443);
+    ASSERT_EQ(inet_pton(AF_INET, text, &reinterpret_cast<sockaddr_in*>(&id.peer)->sin_addr), 1);
+    g_table.Track(703, id)->OnRead(ReadApi::kRecv, 2, 0, false);
+    const std::string json = Serialize();
+    EXPECT_NE(json.find("\"peer\":{\"addr\":\"" + std::string(text) + "\",\"port\":443}"), std::string::npos)
+        << json;
+    g_table.Release(703);
+  }
 }
 
 TEST_F(TraceWriterTest, ALiveSocketAppearsWithItsCounts) {
