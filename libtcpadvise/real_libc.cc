@@ -57,22 +57,18 @@ static int DirectEpollPwait(int epfd, struct epoll_event* events, int maxevents,
   return static_cast<int>(g_real.syscall(SYS_epoll_pwait, epfd, events, maxevents, timeout, mask, _NSIG / 8));
 }
 
-// HotSlots are the 13 slots SetDirectCalls switches: libc's (bound by
-// BindAll) or the Direct* ones.
+// TCPADVISE_HOT_SLOTS(X) lists the 13 slots SetDirectCalls switches, once
+// for the struct that keeps libc's, the stores and the copy at binding.
+#define TCPADVISE_HOT_SLOTS(X) \
+  X(write) X(read) X(writev) X(readv) X(send) X(recv) X(sendto) X(recvfrom) X(sendmsg) X(recvmsg) X(poll) \
+  X(epoll_wait) X(epoll_pwait)
+
+// HotSlots holds the hot slots' targets: libc's (bound by BindAll) or the
+// Direct* ones.
 struct HotSlots {
-  decltype(RealLibc::write) write;
-  decltype(RealLibc::read) read;
-  decltype(RealLibc::writev) writev;
-  decltype(RealLibc::readv) readv;
-  decltype(RealLibc::send) send;
-  decltype(RealLibc::recv) recv;
-  decltype(RealLibc::sendto) sendto;
-  decltype(RealLibc::recvfrom) recvfrom;
-  decltype(RealLibc::sendmsg) sendmsg;
-  decltype(RealLibc::recvmsg) recvmsg;
-  decltype(RealLibc::poll) poll;
-  decltype(RealLibc::epoll_wait) epoll_wait;
-  decltype(RealLibc::epoll_pwait) epoll_pwait;
+#define TCPADVISE_HOT_FIELD(name) decltype(RealLibc::name) name;
+  TCPADVISE_HOT_SLOTS(TCPADVISE_HOT_FIELD)
+#undef TCPADVISE_HOT_FIELD
 };
 static HotSlots g_libc_hot;
 static constexpr HotSlots kDirectHot = {DirectWrite,    DirectRead,     DirectWritev,  DirectReadv, DirectSend,
@@ -85,19 +81,9 @@ static void Store(Fn& slot, Fn fn) {
 }
 
 static void StoreHot(const HotSlots& h) {
-  Store(g_real.write, h.write);
-  Store(g_real.read, h.read);
-  Store(g_real.writev, h.writev);
-  Store(g_real.readv, h.readv);
-  Store(g_real.send, h.send);
-  Store(g_real.recv, h.recv);
-  Store(g_real.sendto, h.sendto);
-  Store(g_real.recvfrom, h.recvfrom);
-  Store(g_real.sendmsg, h.sendmsg);
-  Store(g_real.recvmsg, h.recvmsg);
-  Store(g_real.poll, h.poll);
-  Store(g_real.epoll_wait, h.epoll_wait);
-  Store(g_real.epoll_pwait, h.epoll_pwait);
+#define TCPADVISE_STORE_HOT(name) Store(g_real.name, h.name);
+  TCPADVISE_HOT_SLOTS(TCPADVISE_STORE_HOT)
+#undef TCPADVISE_STORE_HOT
 }
 
 static void BindAll() {
@@ -188,9 +174,9 @@ static void BindAll() {
   Bind(g_real.bsd_signal, "bsd_signal");
   Bind(g_real.sysv_signal, "sysv_signal");
   Bind(g_real.sigset, "sigset");
-  g_libc_hot = {g_real.write,   g_real.read,     g_real.writev,  g_real.readv,     g_real.send,
-                g_real.recv,    g_real.sendto,   g_real.recvfrom, g_real.sendmsg, g_real.recvmsg,
-                g_real.poll,    g_real.epoll_wait, g_real.epoll_pwait};
+#define TCPADVISE_KEEP_HOT(name) g_libc_hot.name = g_real.name;
+  TCPADVISE_HOT_SLOTS(TCPADVISE_KEEP_HOT)
+#undef TCPADVISE_KEEP_HOT
 }
 
 void BindRealLibc() {
