@@ -4,8 +4,8 @@ bench/server_instructions.py counts the shim's own instructions a request under 
 move 10-20% from run to run with the time histograms' adds (callgrind stretches the times, so they fall
 in more buckets). This runs the same count (its `count`) for each build and arm, rounds interleaved,
 keeps the callgrind dumps, and reads them per function (callgrind_annotate, self cost): the write
-hook's own instructions a request (hooks::Write for redis, hooks::Writev for nginx), which do not
-move, and the shim's total less the histograms' adds (SparseCounters), which barely do.
+hook's own instructions a request (hooks::Write for redis, hooks::Writev for nginx, hooks::Sendmsg
+for memcached, run under valgrind as server_instructions.py says), which do not move, and the shim's total less the histograms' adds (SparseCounters), which barely do.
 
     cd bench && PYTHONPATH=../advisor python3 server_functions.py --server redis --rounds 5 \\
         main=/tmp/main/build/preload/libtcpadvise.so branch=../build/preload/libtcpadvise.so [-o F.json]
@@ -27,7 +27,8 @@ from server_instructions import count
 
 from tcpadvise.bench import servers as S
 
-WRITE_HOOK = {"redis": "tcpadvise::hooks::Write(int", "nginx": "tcpadvise::hooks::Writev(int"}
+WRITE_HOOK = {"redis": "tcpadvise::hooks::Write(int", "nginx": "tcpadvise::hooks::Writev(int",
+              "memcached": "tcpadvise::hooks::Sendmsg(int"}
 ARMS = ["observe", "cork", "coalesce"]
 _LINE = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+\S+?:(.*?)(?:\s+\[.*\])?$")
 
