@@ -17,12 +17,12 @@ the slower callgrind runs it), the shim's much less.
         [--server redis ...] [--arm observe ...] [-o bench/results/server-instructions.md]
 
 Needs valgrind. memcached sets its open-file limit, soft and hard, to its -c (1024 by default) at
-start; valgrind keeps 12 descriptors above the soft limit it was started with for itself, and refuses
-("failed to set rlimit for open files") a hard limit other than that soft limit: so memcached runs
-under `prlimit --nofile=1024:` (soft 1024, hard as it was), and its own setrlimit(1024, 1024) is the
-one valgrind accepts, with memcached's arguments as the bench gives them. Left out by default:
-PostgreSQL (its background processes run
-on timers, so their counts follow the wall time, which callgrind stretches differently per arm). The
+start; valgrind keeps the descriptors above the soft limit it was started with for itself, and refuses
+("failed to set rlimit for open files") a hard limit other than that soft limit (with 20000:20000
+here, -c 100, 1000 and 1024 all failed): so memcached runs under `prlimit --nofile=1024:` (soft 1024,
+hard as it was), and its own setrlimit(1024, 1024) is the one valgrind accepts, with memcached's
+arguments as the bench gives them. Left out by default: PostgreSQL (its background processes run on
+timers, so their counts follow the wall time, which callgrind stretches differently per arm). The
 shim's time histograms hold callgrind's stretched times, with more distinct buckets than a native run
 has: its share is, if anything, overstated.
 """
