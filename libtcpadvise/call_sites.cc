@@ -806,8 +806,6 @@ void CallSitesOnSocketTracked(pid_t process) {
 void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t write, uint64_t bytes, bool first) {
   const UnwindFn unwind = g_unwind.load(std::memory_order_acquire);
   if (unwind == nullptr) return;
-  // A vfork child shares its parent's memory: it loads nothing into it.
-  if (__builtin_expect(unwind == LoadThenUnwind, 0) && getpid() != process) return;
   // A socket's first writes stand for themselves; the others, and first
   // writes taken for a process tree, for as many as the interval then.
   bool for_itself = write <= g_call_site_first.load(std::memory_order_relaxed);
@@ -828,6 +826,12 @@ void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t w
   }
   if (g_settings.mode == CallSiteMode::kSample) Pace();
   const uint64_t weight = for_itself ? 1 : g_every_now.load(std::memory_order_relaxed);
+  // A vfork child shares its parent's memory: it loads nothing into it (the
+  // one system call only where the sample is taken, before the load).
+  if (__builtin_expect(unwind == LoadThenUnwind, 0) && getpid() != process) {
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   void* raw[kMaxFrames + 8];
   if (pthread_rwlock_tryrdlock(&g_process_page.call_sites_unwinding) != 0) {  // a fork is under way
     g_dropped.fetch_add(1, std::memory_order_relaxed);
