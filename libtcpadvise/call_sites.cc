@@ -750,6 +750,9 @@ UnwindFn LoadUnwinder() {
 // thread forks or samples inside it), then publishes StepUnwind and takes
 // its sample. libunwind sets itself up lazily on its first unwind, which is
 // that thread's: the others drop their samples (-1) until it is published.
+// A fork in another thread waits for the load in its prepare handler,
+// holding glibc's fork-handler lock: neither libunwind nor liblzma
+// registers fork handlers from a constructor, which would wait for it.
 int LoadThenUnwind(void** frames, int max) {
   // A signal handler that interrupted the shim (the trace writer's lock
   // may be this thread's) samples nothing.
