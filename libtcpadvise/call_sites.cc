@@ -28,6 +28,7 @@
 #include "parse_count.h"
 #include "process_page.h"
 #include "raw_log.h"
+#include "reentry.h"
 #include "socket_state.h"
 #include "trace_writer.h"
 
@@ -133,7 +134,7 @@ std::atomic<uint32_t> g_stack_claims{0};
 std::atomic<uint32_t> g_stack_count{0};
 std::atomic<uint32_t> g_pair_count{0};
 std::atomic<uint64_t> g_sampled{0};
-std::atomic<uint64_t> g_dropped{0};         // writes whose stack or pair found the table full, or sampled during a fork
+std::atomic<uint64_t> g_dropped{0};         // writes whose stack or pair found the table full, or sampled during a fork or another thread's load of libunwind
 std::atomic<uint64_t> g_unwind_failed{0};   // writes whose unwinding gave no frame
 // The first writes a fork child left to its tree's samples are counted in
 // its process page (g_process_page.call_sites_left_to_tree): a child's
@@ -690,16 +691,24 @@ void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind) {
 
 namespace {
 
-// The unwinder's start: wanted once CallSitesStart found sampling on, taken
-// by the first tracked socket (CallSitesOnSocketTracked), which loads it.
+// The unwinder's start: wanted once CallSitesStart found sampling on;
+// sampling starts with the first tracked socket (CallSitesOnSocketTracked),
+// with LoadThenUnwind as the unwinder; the first write sampled loads
+// libunwind (taken). A fork-per-connection server's parent, which accepts
+// and never writes, then never maps it: libunwind's five segments, its
+// zeroed data and the module snapshot's pages would cost every fork and
+// exit of a child some 12 us (bench/fork_child_costs.c, vmas), where only
+// the few children that sample need it (a service's first kTreeFirst, then
+// one in every_now). A process that loaded it hands it to its children.
 constexpr int kUnwinderNotWanted = 0;
 constexpr int kUnwinderWanted = 1;
-constexpr int kUnwinderTaken = 2;
+constexpr int kUnwinderStarted = 2;
+constexpr int kUnwinderTaken = 3;
 std::atomic<int> g_unwinder_state{kUnwinderNotWanted};
 CallSiteSettings g_wanted_settings;
 
-// LoadUnwinder loads libunwind and turns sampling on with settings.
-void LoadUnwinder(const CallSiteSettings& settings) {
+// LoadUnwinder loads libunwind; its unwinder, or nullptr.
+UnwindFn LoadUnwinder() {
   // RTLD_LOCAL: libunwind's backtrace and _Unwind_* stay out of the
   // process's symbol scope (glibc's backtrace, libgcc's exceptions).
   void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
@@ -711,13 +720,7 @@ void LoadUnwinder(const CallSiteSettings& settings) {
   }
   const bool found = g_unw.getcontext != nullptr && g_unw.init_local != nullptr && g_unw.step != nullptr &&
                      g_unw.get_reg != nullptr;
-  UnwindFn unwind = found ? StepUnwind : nullptr;
-  if (unwind == nullptr) {
-    g_problem = "libunwind.so.8 could not be loaded; call sites were not sampled";
-    g_configured.store(true, std::memory_order_release);
-    RawWarning("%s", g_problem);
-    return;
-  }
+  if (!found) return nullptr;
   // A cache per thread where libunwind was built with them: the global one
   // takes a lock around each step, with every signal blocked (Debian's
   // 1.6.2 does that under either policy; UnwinderSigprocmask answers the
@@ -730,20 +733,54 @@ void LoadUnwinder(const CallSiteSettings& settings) {
     set_caching_policy(*local_space, UNW_CACHE_PER_THREAD);
   }
   dl_iterate_phdr(FindSelf, nullptr);
-  // The modules now, in the process that starts sampling: a fork-per-
-  // connection server's children inherit them, and reread them only when a
-  // module was loaded or unloaded since (each module's headers are pages a
-  // child would otherwise fault in to write its trace).
-  // The trace writer's lock keeps g_modules its own, as when it writes (and
-  // keeps a fork from copying a snapshot half taken).
+  // The modules now, in the process that loads it: its fork children
+  // inherit them, and reread them only when a module was loaded or unloaded
+  // since (each module's headers are pages a child would otherwise fault in
+  // to write its trace). The trace writer's lock keeps g_modules its own,
+  // as when it writes (and keeps a fork from copying a snapshot half taken).
   LockTraceWriter();
   TakeModuleSnapshot();
   UnlockTraceWriter();
-  // One unwind now, while the process has one thread: libunwind sets itself
-  // up lazily on first use (its signal mask, its caches), racing otherwise.
-  void* frames[4];
-  unwind(frames, 4);
-  CallSitesConfigure(settings, unwind);
+  return StepUnwind;
+}
+
+// LoadThenUnwind is the unwinder until libunwind is loaded: the first
+// thread to sample loads it, under SampleCallSite's read lock (no fork
+// copies a load half done) with every signal blocked (no handler of this
+// thread forks or samples inside it), then publishes StepUnwind and takes
+// its sample. libunwind sets itself up lazily on its first unwind, which is
+// that thread's: the others drop their samples (-1) until it is published.
+// A fork in another thread waits for the load in its prepare handler,
+// holding glibc's fork-handler lock: neither libunwind nor liblzma
+// registers fork handlers from a constructor, which would wait for it.
+int LoadThenUnwind(void** frames, int max) {
+  // A signal handler that interrupted the shim (the trace writer's lock
+  // may be this thread's) samples nothing.
+  if (Reentered()) return -1;
+  ErrnoSaver errno_saver;  // the loader's searches set errno
+  int started = kUnwinderStarted;
+  if (!g_unwinder_state.compare_exchange_strong(started, kUnwinderTaken, std::memory_order_acq_rel)) return -1;
+  UnwindFn unwind;
+  {
+    sigset_t block, old;
+    sigfillset(&block);
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&block, sig);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    unwind = LoadUnwinder();
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+  if (unwind == nullptr) {
+    g_call_site_first.store(0, std::memory_order_relaxed);
+    g_call_site_threshold.store(0, std::memory_order_relaxed);
+    LockTraceWriter();
+    g_problem = "libunwind.so.8 could not be loaded; call sites were not sampled";
+    UnlockTraceWriter();
+    g_unwind.store(nullptr, std::memory_order_release);
+    RawWarning("%s", g_problem);
+    return -1;
+  }
+  g_unwind.store(unwind, std::memory_order_release);
+  return unwind(frames, max);
 }
 
 }  // namespace
@@ -763,12 +800,10 @@ void CallSitesOnSocketTracked(pid_t process) {
   int wanted = kUnwinderWanted;
   if (g_unwinder_state.load(std::memory_order_acquire) != kUnwinderWanted) return;
   // A vfork child shares its parent's memory (and is not the process the
-  // runtime knows): the parent loads it.
+  // runtime knows): the parent starts it.
   if (getpid() != process) return;
-  if (!g_unwinder_state.compare_exchange_strong(wanted, kUnwinderTaken, std::memory_order_acq_rel)) return;
-  // The other threads sample nothing until CallSitesConfigure has published
-  // the unwinder, so libunwind's lazy set-up (the first unwind) never races.
-  LoadUnwinder(g_wanted_settings);
+  if (!g_unwinder_state.compare_exchange_strong(wanted, kUnwinderStarted, std::memory_order_acq_rel)) return;
+  CallSitesConfigure(g_wanted_settings, LoadThenUnwind);
 }
 
 void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t write, uint64_t bytes, bool first) {
@@ -794,6 +829,12 @@ void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t w
   }
   if (g_settings.mode == CallSiteMode::kSample) Pace();
   const uint64_t weight = for_itself ? 1 : g_every_now.load(std::memory_order_relaxed);
+  // A vfork child shares its parent's memory: it loads nothing into it (the
+  // one system call only where the sample is taken, before the load).
+  if (__builtin_expect(unwind == LoadThenUnwind, 0) && getpid() != process) {
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   void* raw[kMaxFrames + 8];
   if (pthread_rwlock_tryrdlock(&g_process_page.call_sites_unwinding) != 0) {  // a fork is under way
     g_dropped.fetch_add(1, std::memory_order_relaxed);
@@ -801,6 +842,10 @@ void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t w
   }
   const int n = unwind(raw, kMaxFrames + 8);
   pthread_rwlock_unlock(&g_process_page.call_sites_unwinding);
+  if (n < 0) {  // another thread is loading libunwind, or it could not be loaded
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   int skip = 0;
   while (skip < n && reinterpret_cast<uintptr_t>(raw[skip]) >= g_self_lo &&
          reinterpret_cast<uintptr_t>(raw[skip]) < g_self_hi) {

@@ -90,16 +90,18 @@ constexpr uint64_t kCallSiteScramble = 0x9e3779b97f4a7c15ull;
                           0);
 }
 
-// CallSitesStart reads the settings. libunwind is loaded only with the first
-// tracked socket (CallSitesOnSocketTracked): a process that never opens one,
-// a shell loop's or a CGI's, does not pay for it (a dlopen of libunwind and
-// liblzma, and a first unwind). On failure call sites stay off and the trace
-// says why.
+// CallSitesStart reads the settings. Sampling starts with the first tracked
+// socket (CallSitesOnSocketTracked) and libunwind is loaded only at the
+// first write sampled: a process that never opens a socket, a shell loop's
+// or a CGI's, does not pay for it (a dlopen of libunwind, and a first
+// unwind), nor does a fork-per-connection server's parent, which never
+// writes, pay for its mappings at each fork. On failure call sites stay off
+// and the trace says why.
 void CallSitesStart();
 
-// CallSitesOnSocketTracked loads libunwind and starts sampling the first time
-// a socket is tracked in process (the runtime's pid: a vfork child, which is
-// not, leaves it to its parent); later calls return at once.
+// CallSitesOnSocketTracked starts sampling the first time a socket is
+// tracked in process (the runtime's pid: a vfork child, which is not, leaves
+// it to its parent); later calls return at once.
 void CallSitesOnSocketTracked(pid_t process);
 
 // CallSitesConfigure applies settings with a given unwinder (tests pass

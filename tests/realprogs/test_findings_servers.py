@@ -122,9 +122,10 @@ def postgres_dir():
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def run_pgbench(shim, postgres_dir, *options):
+def run_pgbench(shim, postgres_dir, *options, before_stop=None):
     """pgbench with options (after -i, under the client's shim) against a PostgreSQL under the shim
-    with its traces in postgres_dir/traces; the run's output and the server's shim."""
+    with its traces in postgres_dir/traces; the run's output and the server's shim. before_stop, if
+    given, is called with the postmaster's pid once pgbench is done."""
     server_shim = type(shim)(shim_env(postgres_dir / "traces"), postgres_dir / "traces")
     postgres = ForegroundServer("postgres.sh", [], server_shim, postgres_dir / "server")
     connect = ["pgbench", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres"]
@@ -133,6 +134,8 @@ def run_pgbench(shim, postgres_dir, *options):
         assert init.returncode == 0, init.stdout + init.stderr
         result = run_client([*connect, *options, "postgres"], shim, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
+        if before_stop is not None:
+            before_stop(postgres.proc.pid)
     finally:
         postgres.stop()
     return result, server_shim
@@ -161,8 +164,13 @@ def test_pgbench_connect_per_transaction_samples_first_writes_per_process_tree(s
     in each was about 7% of a connection's CPU time), and the server's sockets still name their
     call sites."""
     clients, transactions = 2, 40
+    postmaster_maps = []
     _, server_shim = run_pgbench(shim, postgres_dir, "-S", "-C", "-n", "-c", str(clients),
-                                 "-t", str(transactions))
+                                 "-t", str(transactions),
+                                 before_stop=lambda pid: postmaster_maps.append(Path(f"/proc/{pid}/maps").read_text()))
+    # The postmaster accepts every connection and writes on none: libunwind, loaded where a write is
+    # sampled, is not mapped in it (every backend's fork and exit would pay for its segments).
+    assert "libtcpadvise" in postmaster_maps[0] and "libunwind" not in postmaster_maps[0]
     backends = [trace["call_sites"] for trace in (json.loads(path.read_text())
                                                   for path in server_shim.traces.glob("*.json"))
                 if trace["call_sites"]["mode"] == "sample"]
