@@ -99,11 +99,15 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
   ErrnoSaver errno_saver;
   // glibc keeps __libc_single_threaded false once any thread was started.
   const bool only_shim_threads = __libc_single_threaded && !g_application_threads.load(std::memory_order_relaxed);
-  sigset_t all, old;
+  // The new thread starts with every signal blocked, so it never takes the
+  // program's; the caller's mask stays as it is (blocking there, the
+  // unblocking would make the kernel hand the caller a signal pending for
+  // the process, meant for another thread).
+  sigset_t all;
   sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
+  pthread_attr_setsigmask_np(&attr, &all);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   if (stack_size != 0) pthread_attr_setstacksize(&attr, stack_size);
   pthread_t thread;
@@ -122,7 +126,6 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
     while (!start.running.load(std::memory_order_acquire)) sched_yield();
   }
   pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (started && only_shim_threads) {
     SetDirectCalls(true);
   }

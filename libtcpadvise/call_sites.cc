@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -24,6 +25,7 @@
 #include "clock.h"
 #include "errno_saver.h"
 #include "histogram.h"
+#include "import_redirect.h"
 #include "json_writer.h"
 #include "parse_count.h"
 #include "process_page.h"
@@ -37,6 +39,16 @@ namespace tcpadvise {
 std::atomic<uint64_t> g_call_site_first{0};
 std::atomic<uint64_t> g_call_site_threshold{0};
 __thread bool t_unwinding = false;
+
+namespace {
+
+// t_sampling: this thread is inside SampleCallSite's unwind (the fork lock
+// held shared); t_forked_while_sampling: a signal handler that interrupted
+// it forked (CallSitesBeforeFork).
+__thread bool t_sampling = false;
+__thread bool t_forked_while_sampling = false;
+
+}  // namespace
 
 namespace {
 
@@ -222,28 +234,37 @@ struct Unwinder {
 };
 Unwinder g_unw;
 
-// t_unwinder_mask is the mask libunwind believes it sets
-// (UnwinderSigprocmask): signals 1 to 64, a sigset_t's first word, all the
-// kernel reads and writes of one (glibc passes it 8 bytes).
+// t_unwinder_mask is the mask libunwind believes it sets (UnwinderSigprocmask):
+// signals 1 to 64, a sigset_t's first word, all the kernel reads and writes
+// of one (glibc passes it 8 bytes).
 __thread unsigned long t_unwinder_mask;
 static_assert(NSIG - 1 <= 8 * sizeof(t_unwinder_mask), "a mask's signals fit in its first word");
 
+// g_block_signals: the program loaded libunwind itself, so a handler of its
+// may unwind with it and wait on the lock an interrupted unwind of ours
+// holds; unwinds then run with the signals blocked (see InsideLibunwind).
+bool g_block_signals = false;
+
 // InsideLibunwind marks this thread as inside libunwind for its scope
-// (t_unwinding), with every signal blocked but those a fault raises, so
-// that a signal handler's own read is never taken for libunwind's.
+// (t_unwinding). Where libunwind is the shim's alone, it blocks no signal:
+// the unblocking would be a system call in the program's thread, and one
+// that makes the kernel hand this thread a signal pending for the process,
+// which it had meant for a thread that was free to take it (a Python
+// program's main thread, waiting on a lock for SIGINT, waits for ever).
 class InsideLibunwind {
  public:
   InsideLibunwind() {
-    sigset_t block;
-    sigfillset(&block);
-    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&block, sig);
-    pthread_sigmask(SIG_BLOCK, &block, &old_);
-    t_unwinder_mask = old_.__val[0] | block.__val[0];
+    if (__builtin_expect(g_block_signals, 0)) {
+      sigset_t block;
+      sigfillset(&block);
+      for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&block, sig);
+      pthread_sigmask(SIG_BLOCK, &block, &old_);
+    }
     t_unwinding = true;
   }
   ~InsideLibunwind() {
     t_unwinding = false;
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    if (__builtin_expect(g_block_signals, 0)) pthread_sigmask(SIG_SETMASK, &old_, nullptr);
   }
   InsideLibunwind(const InsideLibunwind&) = delete;
   InsideLibunwind& operator=(const InsideLibunwind&) = delete;
@@ -584,18 +605,38 @@ void EmitPair(JsonWriter* w, const PairSlot& p) {
 
 }  // namespace
 
-ssize_t UnwinderRead() {
+namespace {
+
+// libunwind's imports that LoadUnwinder sends here (RedirectImports), and
+// their former targets: a program that loads libunwind itself shares the
+// shim's copy, and its calls outside the shim's unwinds keep going there.
+ssize_t (*g_libunwind_read)(int, void*, size_t);
+long (*g_libunwind_syscall)(long, ...);
+int (*g_libunwind_pipe2)(int*, int);
+int (*g_libunwind_sigprocmask)(int, const sigset_t*, sigset_t*);
+
+// UnwinderRead: libunwind drains its pipe before each check of an address;
+// it has none (UnwinderPipe2), and finds it empty.
+ssize_t UnwinderRead(int fd, void* buf, size_t n) {
+  if (!t_unwinding) return g_libunwind_read(fd, buf, n);
   errno = EAGAIN;
   return -1;
 }
 
-long UnwinderWrite(const void* addr, size_t n) {
-  if (n == 0) return 0;
-  // The kernel reads the byte, as the pipe's write would: not a load of
-  // ours, which a sanitizer's poisoned stack bytes would stop.
+// UnwinderSyscall: libunwind checks an address by syscall(SYS_write) of its
+// byte into the pipe; the kernel reads the byte, as that write would: not a
+// load of ours, which a sanitizer's poisoned stack bytes would stop.
+long UnwinderSyscall(long number, ...) {
+  va_list ap;
+  va_start(ap, number);
+  long a[6];
+  for (long& arg : a) arg = va_arg(ap, long);
+  va_end(ap);
+  if (!t_unwinding || number != SYS_write) return g_libunwind_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+  if (a[2] == 0) return 0;
   char byte;
   iovec local = {&byte, 1};
-  iovec remote = {const_cast<void*>(addr), 1};
+  iovec remote = {reinterpret_cast<void*>(a[1]), 1};
   if (syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) != 1) {
     errno = EFAULT;
     return -1;
@@ -603,14 +644,26 @@ long UnwinderWrite(const void* addr, size_t n) {
   return 1;
 }
 
+// UnwinderPipe2 refuses libunwind its pipe: no fd of the program's numbers
+// is ever libunwind's (a program that closes them all gets them back).
+int UnwinderPipe2(int fds[2], int flags) {
+  if (!t_unwinding) return g_libunwind_pipe2(fds, flags);
+  errno = EMFILE;
+  return -1;
+}
+
 // kGlibcInternalSignals are SIGCANCEL and SIGSETXID's bits, which glibc's
 // sigdelset refuses to clear.
 constexpr unsigned long kGlibcInternalSignals = 3ul << 31;
 
-// UnwinderSigprocmask works on the masks' first words, as the kernel does:
-// libunwind sets and restores its mask twice a frame stepped, and a whole
-// sigset_t is 128 bytes to copy each way.
+// UnwinderSigprocmask answers libunwind's sigprocmask, two a frame stepped
+// (Debian's 1.6.2 locks its cache with every signal blocked, whatever the
+// caching policy), from a mask of the thread's own that the kernel never
+// sees, on the masks' first words as the kernel does (a whole sigset_t is
+// 128 bytes to copy each way). The lock is never waited on by a handler:
+// the shim unwinds nothing while this thread unwinds (SampleCallSite).
 int UnwinderSigprocmask(int how, const sigset_t* set, sigset_t* old) {
+  if (!t_unwinding) return g_libunwind_sigprocmask(how, set, old);
   unsigned long next = t_unwinder_mask;
   if (set != nullptr) {
     switch (how) {
@@ -634,10 +687,7 @@ int UnwinderSigprocmask(int how, const sigset_t* set, sigset_t* old) {
   return 0;
 }
 
-int UnwinderPipe() {
-  errno = EMFILE;
-  return -1;
-}
+}  // namespace
 
 CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, const char* every, const char** warning) {
   CallSiteSettings s;
@@ -711,8 +761,19 @@ CallSiteSettings g_wanted_settings;
 UnwindFn LoadUnwinder() {
   // RTLD_LOCAL: libunwind's backtrace and _Unwind_* stay out of the
   // process's symbol scope (glibc's backtrace, libgcc's exceptions).
+  void* loaded = dlopen("libunwind.so.8", RTLD_NOW | RTLD_NOLOAD);
+  if (loaded != nullptr) dlclose(loaded);
+  g_block_signals = loaded != nullptr;
   void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-  if (handle != nullptr) {
+  // libunwind's own calls of these reach the shim's answers, not its hooks:
+  // a signal handler that interrupts an unwind then makes its calls as itself.
+  ImportRedirect redirects[] = {
+      {"read", reinterpret_cast<void*>(UnwinderRead), reinterpret_cast<void**>(&g_libunwind_read)},
+      {"syscall", reinterpret_cast<void*>(UnwinderSyscall), reinterpret_cast<void**>(&g_libunwind_syscall)},
+      {"pipe2", reinterpret_cast<void*>(UnwinderPipe2), reinterpret_cast<void**>(&g_libunwind_pipe2)},
+      {"sigprocmask", reinterpret_cast<void*>(UnwinderSigprocmask), reinterpret_cast<void**>(&g_libunwind_sigprocmask)},
+  };
+  if (handle != nullptr && RedirectImports(handle, redirects, sizeof(redirects) / sizeof(redirects[0]))) {
     g_unw.getcontext = reinterpret_cast<decltype(g_unw.getcontext)>(dlsym(handle, "_Ux86_64_getcontext"));
     g_unw.init_local = reinterpret_cast<decltype(g_unw.init_local)>(dlsym(handle, "_ULx86_64_init_local"));
     g_unw.step = reinterpret_cast<decltype(g_unw.step)>(dlsym(handle, "_ULx86_64_step"));
@@ -720,7 +781,10 @@ UnwindFn LoadUnwinder() {
   }
   const bool found = g_unw.getcontext != nullptr && g_unw.init_local != nullptr && g_unw.step != nullptr &&
                      g_unw.get_reg != nullptr;
-  if (!found) return nullptr;
+  if (!found) {
+    if (handle != nullptr) dlclose(handle);
+    return nullptr;
+  }
   // A cache per thread where libunwind was built with them: the global one
   // takes a lock around each step, with every signal blocked (Debian's
   // 1.6.2 does that under either policy; UnwinderSigprocmask answers the
@@ -773,7 +837,7 @@ int LoadThenUnwind(void** frames, int max) {
     g_call_site_first.store(0, std::memory_order_relaxed);
     g_call_site_threshold.store(0, std::memory_order_relaxed);
     LockTraceWriter();
-    g_problem = "libunwind.so.8 could not be loaded; call sites were not sampled";
+    g_problem = "libunwind.so.8 could not be loaded, or its calls redirected; call sites were not sampled";
     UnlockTraceWriter();
     g_unwind.store(nullptr, std::memory_order_release);
     RawWarning("%s", g_problem);
@@ -808,7 +872,9 @@ void CallSitesOnSocketTracked(pid_t process) {
 
 void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t write, uint64_t bytes, bool first) {
   const UnwindFn unwind = g_unwind.load(std::memory_order_acquire);
-  if (unwind == nullptr) return;
+  // A write of a signal handler that interrupted this thread's unwind:
+  // libunwind's lock may be held.
+  if (unwind == nullptr || t_sampling) return;
   // A socket's first writes stand for themselves; the others, and first
   // writes taken for a process tree, for as many as the interval then.
   bool for_itself = write <= g_call_site_first.load(std::memory_order_relaxed);
@@ -840,8 +906,14 @@ void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t w
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  t_sampling = true;
   const int n = unwind(raw, kMaxFrames + 8);
-  pthread_rwlock_unlock(&g_process_page.call_sites_unwinding);
+  t_sampling = false;
+  if (__builtin_expect(t_forked_while_sampling, 0)) {
+    t_forked_while_sampling = false;  // a fork child's lock was never taken
+  } else {
+    pthread_rwlock_unlock(&g_process_page.call_sites_unwinding);
+  }
   if (n < 0) {  // another thread is loading libunwind, or it could not be loaded
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -891,9 +963,30 @@ void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t w
   if (first) p->first.fetch_add(1, std::memory_order_relaxed);
 }
 
-void CallSitesBeforeFork() { pthread_rwlock_wrlock(&g_process_page.call_sites_unwinding); }
+void CallSitesBeforeFork() {
+  // A signal handler forks inside this thread's unwind, which holds the lock
+  // shared: waiting for it would be for ever. The child, which another
+  // thread's unwind may leave holding libunwind's locks, samples nothing.
+  if (t_sampling) {
+    t_forked_while_sampling = true;
+    return;
+  }
+  pthread_rwlock_wrlock(&g_process_page.call_sites_unwinding);
+}
 
-void CallSitesAfterForkInParent() { pthread_rwlock_unlock(&g_process_page.call_sites_unwinding); }
+void CallSitesAfterForkInParent() {
+  if (t_forked_while_sampling) {
+    t_forked_while_sampling = false;
+    return;
+  }
+  pthread_rwlock_unlock(&g_process_page.call_sites_unwinding);
+}
+
+void CallSitesAfterForkInChild() {
+  if (!t_forked_while_sampling) return;
+  g_problem = "the process forked from a signal handler inside an unwind; call sites were not sampled after";
+  g_unwind.store(nullptr, std::memory_order_release);
+}
 
 void CallSiteBurstEnded(uint64_t cookie, uint64_t write) {
   // A process that sampled no write (a fork child that left its first

@@ -40,32 +40,20 @@ struct CallSiteSettings {
   uint64_t every = 256;
 };
 
-// t_unwinding is set while this thread is inside libunwind, with signals
-// blocked so that nothing else runs on it. libunwind 1.6.2 checks each
-// address it reads along a chain of frame pointers by writing one byte from
-// it into a pipe of its own (pipe2 once, then read and syscall(SYS_write)
-// per check); a program that closes every fd (closefrom) gets those numbers
-// back for its own files and sockets. The hooks answer these calls while
-// the flag is set without touching any fd: pipe2 fails (EMFILE), so
-// libunwind has no pipe; read finds it empty (EAGAIN); write tells whether
-// the byte is readable (process_vm_readv), as the kernel would.
+// t_unwinding is set while this thread is inside libunwind. libunwind 1.6.2
+// checks each address it reads along a chain of frame pointers by writing
+// one byte from it into a pipe of its own (pipe2 once, then read and
+// syscall(SYS_write) per check), and blocks every signal around each frame
+// it steps (sigprocmask). A program that closes every fd (closefrom) gets
+// the pipe's numbers back for its own files and sockets, and the masks would
+// be system calls in the program's threads. So libunwind's own calls of
+// these four go to the shim's answers (call_sites.cc, LoadUnwinder), which
+// touch no fd and no mask while the flag is set: pipe2 fails (EMFILE), so
+// libunwind has no pipe; read finds it empty (EAGAIN); the write tells
+// whether the byte is readable (process_vm_readv), as the kernel would;
+// sigprocmask works on a mask of the thread's own. Calls of the program's,
+// a signal handler's among them, reach the hooks as ever.
 extern __thread bool t_unwinding;
-
-// Unwinding is the hooks' test.
-[[gnu::always_inline]] inline bool Unwinding() { return __builtin_expect(t_unwinding, 0); }
-
-// UnwinderRead, UnwinderWrite and UnwinderPipe answer libunwind's read,
-// write and pipe2 (-1 with errno, or 1 for a readable byte).
-ssize_t UnwinderRead();
-long UnwinderWrite(const void* addr, size_t n);
-int UnwinderPipe();
-
-// UnwinderSigprocmask answers libunwind's sigprocmask, two a frame stepped
-// (Debian's 1.6.2 locks its cache with every signal blocked, whatever the
-// caching policy): a mask of the thread's own that the kernel never sees.
-// Every signal that could interrupt is blocked for the whole unwind already
-// (InsideLibunwind); the ones a fault raises stay deliverable, as they must.
-int UnwinderSigprocmask(int how, const sigset_t* set, sigset_t* old);
 
 // ParseCallSiteSettings reads the environment's values (nullptr when unset);
 // a bad value keeps its default and sets *warning.
@@ -122,9 +110,12 @@ void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind);
 // its own inside an unwind, which a fork child would inherit held by a
 // thread it does not have, and wait for forever at its first unwind. An
 // unwind never waits for a fork: a write sampled meanwhile is dropped. The
-// child's lock is free (process_page.h).
+// child's lock is free (process_page.h). A signal handler that forks inside
+// its own thread's unwind takes no lock, and the child samples nothing more
+// (CallSitesAfterForkInChild).
 void CallSitesBeforeFork();
 void CallSitesAfterForkInParent();
+void CallSitesAfterForkInChild();
 
 // CallSiteBurstEnded tells that the socket's write-th write (a sampled one:
 // CallSiteDue(write)) was the last of its burst: the next one opened a burst.

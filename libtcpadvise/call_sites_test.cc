@@ -1,6 +1,8 @@
 #include "call_sites.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -272,6 +274,47 @@ TEST_F(CallSitesTest, FullTablesCountWhatTheyDrop) {
   }
   const std::string json = Emit(nullptr, false);
   EXPECT_NE(json.find("\"dropped_writes\":88"), std::string::npos) << json;
+}
+
+// ForkingUnwind is an unwind that a signal handler interrupts to fork (as a
+// server may fork from a handler).
+pid_t g_handler_fork = -1;
+int g_forking_unwinds = 0;
+void ForkInHandler(int) { g_handler_fork = fork(); }
+int ForkingUnwind(void** frames, int max) {
+  ++g_forking_unwinds;
+  raise(SIGUSR1);
+  return FakeUnwind(frames, max);
+}
+
+TEST_F(CallSitesTest, AHandlerForkingInsideAnUnwindWaitsForNothing) {
+  static const bool registered =
+      pthread_atfork(CallSitesBeforeFork, CallSitesAfterForkInParent, CallSitesAfterForkInChild) == 0;
+  ASSERT_TRUE(registered);
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = ForkInHandler;
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  alarm(20);  // a wait on the lock this thread holds would be for ever
+  CallSitesConfigure(CallSiteSettings{CallSiteMode::kAll, 0, 1}, ForkingUnwind);
+  g_fake_depth = 1;
+  g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
+  SampleCallSite(7, 0, getpid(), 1, 10, true);
+  if (g_handler_fork == 0) {
+    // The child samples nothing more: the unwinder is gone.
+    SampleCallSite(7, 0, getpid(), 2, 10, false);
+    _exit(g_forking_unwinds == 1 ? 0 : 1);
+  }
+  ASSERT_GT(g_handler_fork, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(g_handler_fork, &status, 0), g_handler_fork);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // The parent's lock was let go: a fork now takes it.
+  const pid_t later = fork();
+  if (later == 0) _exit(0);
+  ASSERT_EQ(waitpid(later, &status, 0), later);
+  alarm(0);
+  sigaction(SIGUSR1, &old, nullptr);
 }
 
 TEST_F(CallSitesTest, RealUnwinderNamesThisFunction) {

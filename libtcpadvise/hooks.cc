@@ -476,7 +476,6 @@ ssize_t Sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) {
 }
 
 ssize_t Read(int fd, void* buf, size_t n) {
-  if (Unwinding()) return UnwinderRead();  // libunwind's check of an address (call_sites.h)
   SocketState* s = g_table.Lookup(fd);
   if (__builtin_expect(s == nullptr, 1)) return LibcRead(fd, buf, n);
   return TrackedRead(s, fd, ReadApi::kRead, 0, [=] { return LibcRead(fd, buf, n); });
@@ -743,8 +742,6 @@ long Syscall(long number, long a, long b, long c, long d, long e, long f) {
     case SYS_dup:
       return AfterDup(static_cast<int>(a), static_cast<int>(call()));
     case SYS_write:
-      if (Unwinding()) return UnwinderWrite(reinterpret_cast<const void*>(b), static_cast<size_t>(c));
-      [[fallthrough]];
     case SYS_writev:
     case SYS_pwritev:
     case SYS_pwritev2:
@@ -805,7 +802,6 @@ ssize_t Splice(int fd_in, off64_t* off_in, int fd_out, off64_t* off_out, size_t 
 int NewFile(int fd) { return NewFd(fd); }
 
 int Pipe2(int fds[2], int flags) {
-  if (Unwinding()) return UnwinderPipe();  // libunwind's own pipe (call_sites.h)
   return Pipe(fds, Real(g_real.pipe2)(fds, flags));
 }
 

@@ -83,7 +83,7 @@ ssize_t Splice(int fd_in, off64_t* off_in, int fd_out, off64_t* off_out, size_t 
 // its held bytes never sent into the new file. Each returns its argument.
 int NewFile(int fd);
 int Pipe(int fds[2], int result);
-// Pipe2 is pipe2, refused to libunwind (call_sites.h: t_unwinding).
+// Pipe2 is pipe2.
 int Pipe2(int fds[2], int flags);
 FILE* NewStream(FILE* stream);
 

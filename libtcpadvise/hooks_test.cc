@@ -36,38 +36,24 @@ TEST_F(HooksTest, SendmsgWithABadMsghdrGetsEfaultOnATrackedSocket) {
   pair.client = -1;
 }
 
-// libunwind's check of an address (call_sites.h) is answered without any
-// fd: here the numbers it would use are a pipe of the program's, which
-// keeps its byte and gets none.
-TEST_F(HooksTest, LibunwindsPipeCallsTouchNoFd) {
+// A signal handler that interrupts an unwind makes its calls as itself:
+// only libunwind's own are answered for it (call_sites.h: t_unwinding).
+TEST_F(HooksTest, CallsDuringAnUnwindAreTheProgramsOwn) {
   int app[2];
   ASSERT_EQ(pipe2(app, O_NONBLOCK), 0);
-  ASSERT_EQ(write(app[1], "x", 1), 1);
-  char byte = 0;
   int fds[2] = {-1, -1};
   t_unwinding = true;
-  errno = 0;
+  const long written = hooks::Syscall(SYS_write, app[1], reinterpret_cast<long>("x"), 1, 0, 0, 0);
+  char byte = 0;
   const ssize_t read_result = hooks::Read(app[0], &byte, 1);
-  const int read_errno = errno;
-  const long readable = hooks::Syscall(SYS_write, app[1], reinterpret_cast<long>(&byte), 1, 0, 0, 0);
-  const long unreadable = hooks::Syscall(SYS_write, app[1], 16, 1, 0, 0, 0);
-  const int write_errno = errno;
   const int pipe_result = hooks::Pipe2(fds, O_CLOEXEC);
-  const int pipe_errno = errno;
   t_unwinding = false;
-  EXPECT_EQ(read_result, -1);
-  EXPECT_EQ(read_errno, EAGAIN);
-  EXPECT_EQ(readable, 1);
-  EXPECT_EQ(unreadable, -1);
-  EXPECT_EQ(write_errno, EFAULT);
-  EXPECT_EQ(pipe_result, -1);
-  EXPECT_EQ(pipe_errno, EMFILE);
-  EXPECT_EQ(fds[0], -1);
-  char got[4];
-  EXPECT_EQ(read(app[0], got, sizeof(got)), 1);  // the program's byte, and only it
-  EXPECT_EQ(got[0], 'x');
-  close(app[0]);
-  close(app[1]);
+  EXPECT_EQ(written, 1);
+  EXPECT_EQ(read_result, 1);
+  EXPECT_EQ(byte, 'x');
+  ASSERT_EQ(pipe_result, 0);
+  EXPECT_GE(fds[0], 0);
+  for (int fd : {app[0], app[1], fds[0], fds[1]}) close(fd);
 }
 
 TEST_F(HooksTest, SyscallCloseIsSeenLikeClose) {

@@ -169,7 +169,6 @@ static void BindAll() {
   Bind(g_real.pthread_create, "pthread_create");
   Bind(g_real.pthread_cancel, "pthread_cancel");
   Bind(g_real.sigaction, "sigaction");
-  Bind(g_real.sigprocmask, "sigprocmask");
   Bind(g_real.signal, "signal");
   Bind(g_real.bsd_signal, "bsd_signal");
   Bind(g_real.sysv_signal, "sysv_signal");

@@ -151,8 +151,6 @@ struct alignas(64) RealLibc {
   sighandler_t (*bsd_signal)(int, sighandler_t);
   sighandler_t (*sysv_signal)(int, sighandler_t);
   sighandler_t (*sigset)(int, sighandler_t);
-  // libunwind's mask around each step (signals.h: Sigprocmask).
-  int (*sigprocmask)(int, const sigset_t*, sigset_t*);
 };
 
 // LoadSlot reads a slot SetDirectCalls may switch (relaxed: a plain load).

@@ -98,6 +98,7 @@ void AfterForkInChild() {
   DropHeldInChild();
   g_table.ResetInChild();
   ForgetPendingSignalInChild();
+  CallSitesAfterForkInChild();
   // The parent's snapshot thread did not survive the fork: the child starts
   // its own at its next snapshot deadline or the next socket it tracks.
   if (g_snapshot_thread_started.load(std::memory_order_relaxed)) {

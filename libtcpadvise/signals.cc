@@ -7,7 +7,6 @@
 
 #include <atomic>
 
-#include "call_sites.h"
 #include "errno_saver.h"
 #include "policy.h"
 #include "real_libc.h"
@@ -139,11 +138,6 @@ void StartSignalWatch() {
     if (g_real.sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_DFL) Install(sig);
   }
   g_watching.store(true, std::memory_order_release);
-}
-
-int Sigprocmask(int how, const sigset_t* set, sigset_t* old) {
-  if (Unwinding()) return UnwinderSigprocmask(how, set, old);
-  return Bound(g_real.sigprocmask, "sigprocmask")(how, set, old);
 }
 
 int Sigaction(int sig, const struct sigaction* act, struct sigaction* old) {

@@ -36,10 +36,6 @@ namespace tcpadvise {
 // whose disposition is the default (once, at start-up).
 void StartSignalWatch();
 
-// Sigprocmask is sigprocmask(2), answered without the kernel for libunwind
-// (call_sites.h: UnwinderSigprocmask).
-int Sigprocmask(int how, const sigset_t* set, sigset_t* old);
-
 // Sigaction wraps sigaction(2): the program's action is installed, unless it
 // is SIG_DFL on a watched signal, which the shim's handler keeps; old is
 // what the program set last.

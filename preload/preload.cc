@@ -341,9 +341,6 @@ TCPADVISE_EXPORT void _Exit(int status) {
 TCPADVISE_SIGNAL_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
   return tcpadvise::Sigaction(sig, act, old);
 }
-TCPADVISE_SIGNAL_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
-  return tcpadvise::Sigprocmask(how, set, old);
-}
 TCPADVISE_SIGNAL_EXPORT sighandler_t signal(int sig, sighandler_t handler) { return tcpadvise::Signal(sig, handler); }
 TCPADVISE_SIGNAL_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler) { return tcpadvise::Signal(sig, handler); }
 TCPADVISE_SIGNAL_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) { return tcpadvise::SysvSignal(sig, handler); }
