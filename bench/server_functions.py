@@ -29,17 +29,18 @@ from tcpadvise.bench import servers as S
 
 WRITE_HOOK = {"redis": "tcpadvise::hooks::Write(int", "nginx": "tcpadvise::hooks::Writev(int"}
 ARMS = ["observe", "cork", "coalesce"]
-_LINE = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+\S+?:(.*?)(?:\s+\[.*\])?$")
+_LINE = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+\S+?:(.*?)(?:\s+\[(.*)\])?$")
 
 
-def functions(dumps: list[Path]) -> collections.Counter:
-    """Self instructions by function name, summed over a run's dumps (one per server process)."""
+def functions(dumps: list[Path], shim_only: bool = False) -> collections.Counter:
+    """Self instructions by function name, summed over a run's dumps (one per server process);
+    shim_only keeps the shim's own (object libtcpadvise.so)."""
     totals = collections.Counter()
     for dump in dumps:
         text = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", str(dump)],
                               capture_output=True, text=True, check=True).stdout
         for line in text.splitlines():
-            if m := _LINE.match(line):
+            if (m := _LINE.match(line)) and (not shim_only or "libtcpadvise" in (m[3] or "")):
                 totals[m[2]] += int(m[1].replace(",", ""))
     return totals
 
@@ -50,9 +51,11 @@ def one(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
     (directory,) = set(scratch.glob("callgrind-*")) - before
     by_function = functions(sorted(directory.glob("cg.*.1")))
     n = row["requests"]
+    shim_functions = functions(sorted(directory.glob("cg.*.1")), shim_only=True)
     hist = sum(v for k, v in by_function.items() if "SparseCounters" in k)
     return {"requests": n, "shim": row["shim_instructions"] / n, "shim_less_histograms": (row["shim_instructions"] - hist) / n,
-            "write_hook": sum(v for k, v in by_function.items() if k.startswith(WRITE_HOOK[server.name])) / n}
+            "write_hook": sum(v for k, v in by_function.items() if k.startswith(WRITE_HOOK[server.name])) / n,
+            "functions": {k: v / n for k, v in shim_functions.items() if v / n >= 0.5}}
 
 
 def main() -> int:
@@ -60,6 +63,7 @@ def main() -> int:
     parser.add_argument("builds", nargs="+", help="LABEL=path/to/libtcpadvise.so")
     parser.add_argument("--server", choices=sorted(WRITE_HOOK), default="redis")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--top", type=int, default=0, help="also print the N costliest shim functions per arm")
     parser.add_argument("-o", "--output", type=Path)
     args = parser.parse_args()
     builds = dict(b.split("=", 1) for b in args.builds)
@@ -85,6 +89,17 @@ def main() -> int:
                 xs = [r[key] for r in results[label][arm]]
                 cells.append(f"{statistics.median(xs):.1f} [{min(xs):.1f}-{max(xs):.1f}]")
             print(f"| {what}, {label} | " + " | ".join(cells) + " |")
+    for arm in ARMS if args.top else []:
+        medians = {label: collections.Counter({k: statistics.median(r["functions"].get(k, 0.0) for r in results[label][arm])
+                                               for r0 in results[label][arm] for k in r0["functions"]})
+                   for label in builds}
+        names = collections.Counter()
+        for m in medians.values():
+            names |= m
+        print(f"\n| {arm}: the shim's functions, self, a request (median) | " + " | ".join(builds) + " |")
+        print("|---|" + "---:|" * len(builds))
+        for name, _ in names.most_common(args.top):
+            print(f"| {name[:90]} | " + " | ".join(f"{medians[label][name]:.1f}" for label in builds) + " |")
     if args.output:
         args.output.write_text(json.dumps(results, indent=1) + "\n")
     return 0
