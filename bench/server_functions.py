@@ -29,33 +29,42 @@ from tcpadvise.bench import servers as S
 
 WRITE_HOOK = {"redis": "tcpadvise::hooks::Write(int", "nginx": "tcpadvise::hooks::Writev(int"}
 ARMS = ["observe", "cork", "coalesce"]
-_LINE = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+\S+?:(.*?)(?:\s+\[(.*)\])?$")
+_LINE = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+\S+?:(.*?)(?:\s+\[([/?][^\[\]]*)\])?$")
 
 
-def functions(dumps: list[Path], shim_only: bool = False) -> collections.Counter:
-    """Self instructions by function name, summed over a run's dumps (one per server process);
-    shim_only keeps the shim's own (object libtcpadvise.so)."""
-    totals = collections.Counter()
+def functions(dumps: list[Path]) -> tuple[collections.Counter, collections.Counter]:
+    """Self instructions by function name, summed over a run's dumps (one per server process): all
+    of them, and the shim's own. callgrind_annotate names a function's object on some of its lines
+    (those of the files it was inlined from), at times on none: a line without one is the shim's
+    when its name is the shim's only, or in its namespace and no other object's (the shim's export
+    `read` and libc's share a name, each line naming its object)."""
+    totals, shim = collections.Counter(), collections.Counter()
     for dump in dumps:
         text = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", str(dump)],
                               capture_output=True, text=True, check=True).stdout
-        for line in text.splitlines():
-            if (m := _LINE.match(line)) and (not shim_only or "libtcpadvise" in (m[3] or "")):
-                totals[m[2]] += int(m[1].replace(",", ""))
-    return totals
+        lines = [(m[2], int(m[1].replace(",", "")), m[3]) for m in map(_LINE.match, text.splitlines()) if m]
+        objects = collections.defaultdict(set)
+        for name, _, obj in lines:
+            if obj:
+                objects[name].add("libtcpadvise" in obj)
+        for name, n, obj in lines:
+            totals[name] += n
+            mine = objects[name] == {True} or (not objects[name] and name.split("(")[0].find("tcpadvise::") >= 0)
+            if ("libtcpadvise" in obj) if obj else mine:
+                shim[name] += n
+    return totals, shim
 
 
 def one(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
     before = set(scratch.glob("callgrind-*"))
     row = count(server, arm, shim, scratch)
     (directory,) = set(scratch.glob("callgrind-*")) - before
-    by_function = functions(sorted(directory.glob("cg.*.1")))
+    by_function, shim = functions(sorted(directory.glob("cg.*.1")))
     n = row["requests"]
-    shim_functions = functions(sorted(directory.glob("cg.*.1")), shim_only=True)
     hist = sum(v for k, v in by_function.items() if "SparseCounters" in k)
     return {"requests": n, "shim": row["shim_instructions"] / n, "shim_less_histograms": (row["shim_instructions"] - hist) / n,
             "write_hook": sum(v for k, v in by_function.items() if k.startswith(WRITE_HOOK[server.name])) / n,
-            "functions": {k: v / n for k, v in shim_functions.items() if v / n >= 0.5}}
+            "functions": {k: v / n for k, v in shim.items() if v / n >= 0.5}}
 
 
 def main() -> int:
