@@ -10,7 +10,9 @@ move, and the shim's total less the histograms' adds (SparseCounters), which bar
     cd bench && PYTHONPATH=../advisor python3 server_functions.py --server redis --rounds 5 \\
         main=/tmp/main/build/preload/libtcpadvise.so branch=../build/preload/libtcpadvise.so [-o F.json]
 
-Prints median [range] per build and arm; -o writes every round's figures as JSON.
+Prints median [range] per build and arm; --top N adds, per arm, the N costliest of the shim's
+functions (self cost a request, median per build: where the rest of the count goes); -o writes every
+round's figures as JSON, those functions' included.
 """
 
 import argparse
