@@ -172,9 +172,13 @@ template <typename Call>
 }
 
 // CountPartialWrite counts a write that returned less than it was asked to
-// send: one comparison for a scalar write.
+// send: one comparison for a scalar write, an add more for the two buffers
+// of a header and its body (nginx's writev), which cannot overflow: the
+// kernel refuses a length above SSIZE_MAX.
 [[gnu::always_inline]] inline void CountPartialWrite(SocketState* s, size_t sent, const iovec* data, int data_count) {
-  const bool partial = data_count == 1 ? sent < data->iov_len : data_count > 1 && VectorPartial(sent, data, data_count);
+  const bool partial = data_count == 1   ? sent < data[0].iov_len
+                       : data_count == 2 ? sent < data[0].iov_len + data[1].iov_len
+                                         : data_count > 2 && VectorPartial(sent, data, data_count);
   if (__builtin_expect(partial, 0)) s->stats.partial_writes.Increment();
 }
 
@@ -289,21 +293,14 @@ void UpdateTracked(int fd, Fn fn) {
   g_table.Unlock();
 }
 
-// NewFd notes a fd the kernel just gave out that is not a TCP socket: an
-// entry still on that number was left by a close the shim did not see.
-inline int NewFd(int fd) {
-  if (__builtin_expect(fd >= 0 && g_table.Lookup(fd) != nullptr, 0)) PolicyForgetClosedFd(fd);
-  return fd;
-}
-
 int AfterAccept(int listen_fd, int fd, int flags, const AcceptedPeer* peer) {
   if (fd < 0) return fd;
   ErrnoSaver errno_saver;
   SocketState* listener = g_table.Lookup(listen_fd);
-  if (listener != nullptr && listener->id.role != Role::kListener && !IsTcpSocket(fd)) return NewFd(fd);
+  if (listener != nullptr && listener->id.role != Role::kListener && !IsTcpSocket(fd)) return NewFile(fd);
   if (listener == nullptr) {
     // A listener inherited through exec or created before the shim loaded.
-    if (!IsTcpSocket(fd)) return NewFd(fd);
+    if (!IsTcpSocket(fd)) return NewFile(fd);
     TrackNew(listen_fd, Identify(listen_fd, Role::kListener), false);
   }
   TrackNew(fd, Identify(fd, Role::kServer, peer), (flags & SOCK_NONBLOCK) != 0);
@@ -369,11 +366,9 @@ int FcntlCommon(int fd, int cmd, int result, unsigned long arg) {
   return result;
 }
 
-// CloseWith wraps a close of fd made by call (close, or syscall(SYS_close)).
+// CloseSocket wraps a close of fd, tracked as s, made by call.
 template <typename Call>
-int CloseWith(int fd, Call call) {
-  SocketState* s = g_table.Lookup(fd);
-  if (s == nullptr) return static_cast<int>(call());
+int CloseSocket(int fd, SocketState* s, Call call) {
   {
     ErrnoSaver errno_saver;
     ReleaseSocket(s, fd, FlushCause::kClose);
@@ -383,6 +378,14 @@ int CloseWith(int fd, Call call) {
   ErrnoSaver errno_saver;
   MaybeSnapshot(ReadTicks());
   return result;
+}
+
+// CloseWith wraps a close of fd made by call (syscall(SYS_close), fclose).
+template <typename Call>
+int CloseWith(int fd, Call call) {
+  SocketState* s = g_table.Lookup(fd);
+  if (s == nullptr) return static_cast<int>(call());
+  return CloseSocket(fd, s, call);
 }
 
 // CloseRangeWith wraps close_range (or closefrom) made by call.
@@ -547,7 +550,7 @@ int Socket(int domain, int type, int protocol) {
     TrackNew(fd, id, (type & SOCK_NONBLOCK) != 0);
     return fd;
   }
-  return NewFd(fd);
+  return NewFile(fd);
 }
 
 // A program that asks accept for no address (libuv's, Node.js's) on a
@@ -612,7 +615,9 @@ int Listen(int fd, int backlog) {
   return result;
 }
 
-int Close(int fd) { return CloseWith(fd, [fd] { return static_cast<long>(Real(g_real.close)(fd)); }); }
+int CloseTracked(int fd, SocketState* s) {
+  return CloseSocket(fd, s, [fd] { return static_cast<long>(LoadSlot(g_real.close)(fd)); });
+}
 
 int CloseRange(unsigned int first, unsigned int last, int flags) {
   return CloseRangeWith(first, last, flags, [=] { return static_cast<long>(Real(g_real.close_range)(first, last, flags)); });
@@ -766,7 +771,7 @@ long Syscall(long number, long a, long b, long c, long d, long e, long f) {
     case SYS_epoll_create1: {
       // A TCP socket made this way is not tracked; its number is no stale entry's.
       const long fd = call();
-      return fd > INT32_MAX ? fd : NewFd(static_cast<int>(fd));
+      return fd > INT32_MAX ? fd : NewFile(static_cast<int>(fd));
     }
     default:
       return call();
@@ -775,9 +780,10 @@ long Syscall(long number, long a, long b, long c, long d, long e, long f) {
 
 int Fclose(FILE* stream) {
   const int fd = stream != nullptr ? fileno(stream) : -1;
-  if (fd < 0 || g_table.Lookup(fd) == nullptr) return Real(g_real.fclose)(stream);
+  SocketState* s = fd < 0 ? nullptr : g_table.Lookup(fd);
+  if (s == nullptr) return Real(g_real.fclose)(stream);
   // The stream's buffer leaves in the real fclose, after what is held.
-  return CloseWith(fd, [stream] { return static_cast<long>(g_real.fclose(stream)); });
+  return CloseSocket(fd, s, [stream] { return static_cast<long>(g_real.fclose(stream)); });
 }
 
 void Closefrom(int first) {
@@ -799,7 +805,10 @@ ssize_t Splice(int fd_in, off64_t* off_in, int fd_out, off64_t* off_out, size_t 
   return Real(g_real.splice)(fd_in, off_in, fd_out, off_out, len, flags);
 }
 
-int NewFile(int fd) { return NewFd(fd); }
+int ForgetStale(int fd) {
+  PolicyForgetClosedFd(fd);
+  return fd;
+}
 
 int Pipe2(int fds[2], int flags) {
   return Pipe(fds, Real(g_real.pipe2)(fds, flags));
@@ -807,14 +816,14 @@ int Pipe2(int fds[2], int flags) {
 
 int Pipe(int fds[2], int result) {
   if (result == 0) {
-    NewFd(fds[0]);
-    NewFd(fds[1]);
+    NewFile(fds[0]);
+    NewFile(fds[1]);
   }
   return result;
 }
 
 FILE* NewStream(FILE* stream) {
-  if (stream != nullptr) NewFd(fileno(stream));
+  if (stream != nullptr) NewFile(fileno(stream));
   return stream;
 }
 

@@ -13,6 +13,9 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "real_libc.h"
+#include "socket_table.h"
+
 namespace tcpadvise {
 namespace hooks {
 
@@ -40,7 +43,15 @@ int Accept(int fd, struct sockaddr* addr, socklen_t* addrlen);
 int Accept4(int fd, struct sockaddr* addr, socklen_t* addrlen, int flags);
 int Connect(int fd, const struct sockaddr* addr, socklen_t addrlen);
 int Listen(int fd, int backlog);
-int Close(int fd);
+// Close of an fd the shim does not track (nginx closes the file it served,
+// every request) is the table read and libc's close; CloseTracked, out of
+// line, lets go of a socket's held bytes and folds its statistics first.
+[[gnu::cold]] int CloseTracked(int fd, SocketState* s);
+inline int Close(int fd) {
+  SocketState* s = g_table.Lookup(fd);
+  if (__builtin_expect(s == nullptr, 1)) return LoadSlot(g_real.close)(fd);
+  return CloseTracked(fd, s);
+}
 int CloseRange(unsigned int first, unsigned int last, int flags);
 int Shutdown(int fd, int how);
 int Dup(int fd);
@@ -81,7 +92,13 @@ ssize_t Splice(int fd_in, off64_t* off_in, int fd_out, off64_t* off_out, size_t 
 // NewFile, Pipe and NewStream note fds the kernel gave out (open, pipe,
 // fopen...): an entry left on that number by an unseen close is retired,
 // its held bytes never sent into the new file. Each returns its argument.
-int NewFile(int fd);
+// NewFile is the table read inline (a failed call's -1 reads no entry);
+// ForgetStale, out of line, retires the entry.
+[[gnu::cold]] int ForgetStale(int fd);
+inline int NewFile(int fd) {
+  if (__builtin_expect(g_table.Lookup(fd) != nullptr, 0)) return ForgetStale(fd);
+  return fd;
+}
 int Pipe(int fds[2], int result);
 // Pipe2 is pipe2.
 int Pipe2(int fds[2], int flags);

@@ -306,6 +306,7 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   p->corked.store(false, std::memory_order_relaxed);
   p->app_corks = false;
   p->shape = AdaptiveShape();
+  p->passed.Set(0);
   p->lock.Veto();  // a reused state's pass was its last socket's
   if (p->capacity != 0 && settings.coalesce_max_bytes != 0 && p->capacity != settings.coalesce_max_bytes) {
     FreeBuffers(p);
@@ -411,6 +412,10 @@ void ReleaseSocket(SocketState* s, int fd, FlushCause cause) {
 void PolicySocketGone(SocketState* s, int error_value) {
   PolicyState* p = s->stats.policy;
   if (p == nullptr) return;
+  // The passes counted beside the turn join the socket's counters, which
+  // its group folds (none pass once the table let go: no write finds it).
+  if (PolicyCounters* c = s->stats.policy_counters()) c->bursts_passed.Add(p->passed.Get());
+  p->passed.Set(0);
   ErrnoSaver errno_saver;
   if (InterruptedShim() || !TryTakeTurn(p)) {
     // A writer holds the turn, blocked in the kernel: it keeps this state,
@@ -476,6 +481,7 @@ void AfterReadPolicy(SocketState* s, int fd) {
 
 void ResetPolicyInChild(PolicyState* p) {
   p->lock.Reset();
+  p->passed.Set(0);  // the child's counts start from zero (SocketTable::ResetInChild)
   t_inside = nullptr;
   t_in_shared = false;
 }

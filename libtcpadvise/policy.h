@@ -92,8 +92,7 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
 // its blocked writer holds the turn there is no pass.
 [[gnu::always_inline]] inline bool PassesUnheld(SocketState* s, PolicyState* p) {
   if (!p->lock.Passes() || s->stats.burst_open_writes.Get() != 0) return false;
-  Counter& passed = s->stats.policy_counters()->bursts_passed;
-  passed.Set(passed.Get() + 1);  // Increment, which this cold branch would call
+  p->passed.Set(p->passed.Get() + 1);  // Increment, which this cold branch would call
   return true;
 }
 

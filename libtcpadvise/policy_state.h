@@ -90,6 +90,11 @@ class SocketTurn {
 // PolicyState is guarded by its turn, except the atomics.
 struct PolicyState {
   SocketTurn lock;
+  // The bursts PassesUnheld let through, counted beside the turn word it
+  // has just read (no second cache line, no pointer to the counters); the
+  // trace adds them to PolicyCounters::bursts_passed (BurstsPassed), where
+  // PolicySocketGone moves them when the socket goes.
+  Counter passed;
   const PolicySettings* settings = nullptr;
   SocketState* socket = nullptr;
   // An open fd of the socket, for flushes that do not come from a call on it.
@@ -140,6 +145,13 @@ struct PolicyState {
 // CountersOf is p's socket's policy counters, allocated before the policy
 // was attached (AttachPolicy) and never freed.
 inline PolicyCounters& CountersOf(PolicyState* p) { return *p->socket->stats.policy_counters(); }
+
+// BurstsPassed is the bursts s's policy passed: its counters' and, while
+// the socket lives, what its state counted since (PolicyState::passed).
+inline uint64_t BurstsPassed(const SocketState& s) {
+  const PolicyCounters* c = s.stats.policy_counters();
+  return (c != nullptr ? c->bursts_passed.Get() : 0) + (s.stats.policy != nullptr ? s.stats.policy->passed.Get() : 0);
+}
 
 // HoldsSomething tells whether p holds bytes or a cork.
 inline bool HoldsSomething(const PolicyState* p) {

@@ -78,7 +78,7 @@ struct alignas(64) RealLibc {
   int (*accept4)(int, struct sockaddr*, socklen_t*, int);
   int (*connect)(int, const struct sockaddr*, socklen_t);
   int (*listen)(int, int);
-  int (*close)(int);
+  int (*close)(int) = BindFirst<&RealLibc::close>::Call;
   int (*close_range)(unsigned int, unsigned int, int);
   int (*shutdown)(int, int);
   int (*dup)(int);

@@ -234,7 +234,7 @@ void EmitPolicy(JsonWriter* w, const SocketState& s, double ns_per_tick) {
     w->Key("adaptive");
     w->BeginObject();
     w->Key("bursts_passed_single_write");
-    w->Uint(c.bursts_passed.Get());
+    w->Uint(BurstsPassed(s));
     w->Key("bursts_held_multi_write");
     w->Uint(c.bursts_held.Get());
     w->Key("bursts_held_from_second_write");

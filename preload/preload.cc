@@ -153,10 +153,12 @@ TCPADVISE_EXPORT ssize_t splice(int fd_in, off64_t* off_in, int fd_out, off64_t*
   return h::Splice(fd_in, off_in, fd_out, off_out, len, flags);
 }
 
-// Calls that give out fds. TCPADVISE_MODE reads open's optional mode.
+// Calls that give out fds. TCPADVISE_MODE reads open's optional mode, with
+// one test: O_TMPFILE's own bit alone (without O_DIRECTORY's) reads a mode
+// that libc then ignores, for a call the kernel refuses (EINVAL).
 #define TCPADVISE_MODE(flags)                                              \
   mode_t mode = 0;                                                         \
-  if (((flags) & O_CREAT) != 0 || ((flags) & O_TMPFILE) == O_TMPFILE) {    \
+  if (((flags) & (O_CREAT | (O_TMPFILE & ~O_DIRECTORY))) != 0) {           \
     va_list ap;                                                            \
     va_start(ap, flags);                                                   \
     mode = static_cast<mode_t>(va_arg(ap, int));                           \
