@@ -152,7 +152,8 @@ def test_unwinding_changes_no_signal_mask(tmp_path, port):
     system call in the program's thread makes the kernel hand that thread a signal pending for
     the process, which it had meant for another (a Python program whose main thread waits on a
     lock for SIGINT then waits for ever). Every write unwound, the client makes as many
-    rt_sigprocmask calls as with call sites off (the session 12 shim: two more a sample)."""
+    rt_sigprocmask calls as with call sites off but the two around the one load of libunwind, at
+    its first sample (the session 12 shim: two more a sample, 90 against 6)."""
     if shutil.which("strace") is None:
         pytest.skip("strace is not installed")
     client = build("gcc", tmp_path / "client", "-g", "-O1", str(HERE / "client.c"))
@@ -170,7 +171,7 @@ def test_unwinding_changes_no_signal_mask(tmp_path, port):
             assert trace["call_sites"]["unwind_failures"] == 0
         rows = [line.split() for line in counts.read_text().splitlines() if line.rstrip().endswith("rt_sigprocmask")]
         calls[mode] = int(rows[0][3]) if rows else 0
-    assert calls["all"] == calls["off"], calls
+    assert calls["all"] <= calls["off"] + 2, calls
 
 
 def test_sampling_slows_down_past_its_budget_and_scales_honestly(tmp_path):
