@@ -14,8 +14,12 @@ from tcpadvise.ab.experiment import (
     experiment_config,
     parse_arms,
 )
-from testlib import (assert_arms_do_not_differ, assert_split_is_the_draws, assert_verdict_is_the_data, client_json, invoke,
-                     load_traces, prog, run, shim_env)
+from testlib import (assert_split_is_the_draws, assert_verdict_is_the_data, client_json, invoke, load_traces, prog, run,
+                     shim_env)
+
+
+# The A/A experiments test_identical_arms_name_no_winner runs.
+A_A_RUNS = 7
 
 
 def ab_report(out, *options):
@@ -59,25 +63,32 @@ def test_small_write_clients_name_coalesce_the_winner(tmp_path, server_factory):
 
 def test_identical_arms_name_no_winner(tmp_path, server_factory):
     server = server_factory()
-    # A healthy client (one writev per request) under two arms that do the same thing, the key random.
-    record(tmp_path, "control=nodelay,same=nodelay", "--port", str(server.port), "--threads", "40",
-           "--rounds", "200", "--single-writev", seed=None)
-    # 40 concurrent connections on 2 cores differ by chance: only an effect of a quarter of the mean would be
-    # real here.
-    report = ab_report(tmp_path, "--min-effect", "0.25")
-    traces = load_traces(tmp_path).values()
-    assert sum(arm["connections"] for arm in report["arms"]) == 40
-    # Each arm draws 3 or more of the 40 but with probability 1.5e-9.
-    drawn = assert_split_is_the_draws(report, traces)
-    assert min(drawn) >= 3, drawn
-    # The verdict is what the rows show, recomputed (no chance in that). It names a false winner when chance puts
-    # the confidence sequence off 1 by 25%: 4.0e-3 of runs (a t with the smaller arm's connections less one
-    # degrees of freedom passing 3.35 standard errors; the test asserted no winner over a majority of 7 runs
-    # for that, 9e-9): the report is then right, and the test says so. What identical arms must not show is a
-    # real difference: an exact rank test at 1e-8, a false failure in at most 1e-8 of runs, whatever the turn
-    # times' distribution; arms the shim treated apart separate their ranks and fail it.
-    assert_verdict_is_the_data(report, traces)
-    assert_arms_do_not_differ(traces)
+    verdicts = []
+    for seed in range(11, 11 + A_A_RUNS):
+        out = tmp_path / f"seed-{seed}"
+        out.mkdir()
+        # A healthy client (one writev per request) under two arms that do the same thing.
+        record(out, "control=nodelay,same=nodelay", "--port", str(server.port), "--threads", "40",
+               "--rounds", "200", "--single-writev", seed=seed)
+        # 40 concurrent connections on 2 cores differ by chance: only an effect of
+        # a quarter of the mean would be real here.
+        report = ab_report(out, "--min-effect", "0.25")
+        assert sum(arm["connections"] for arm in report["arms"]) == 40
+        assert report["verdict"]["outcome"] in ("winner", "no difference", "not enough data")
+        # Each run's verdict is what its rows show (recomputed: no chance in that).
+        assert_verdict_is_the_data(report, load_traces(out).values())
+        verdicts.append(report["verdict"])
+    # An A/A run names a winner by chance only when its confidence sequence leaves out 1: at one look, a
+    # difference beyond 3.35 of its standard errors (half_width x sqrt(information), at every information): a t
+    # with the smaller arm's connections less one degrees of freedom, over the draw's split of the 40
+    # (binomial), passes it with probability 4.0e-3 (normal: 8e-4), the 25% effect it also needs aside. One run
+    # asserted alone fails that often (it did once in CI, on a loaded machine). Each run's draws are independent
+    # (their own ports and seed): a majority of false winners, 4 of 7, comes with probability at most
+    # C(7,4) x (4.0e-3)^4 = 9e-9. A report that names a winner between identical arms as a rule still fails, and so
+    # does a shim that measures one arm otherwise: with arm 1's turn_mean_ns doubled by hand, the rows' exact rank
+    # test (testlib.assert_arms_do_not_differ, one run) gave only p = 3.3e-4 here (connections' means spread 6x,
+    # 0.23 to 1.6 ms), too weak at 1e-8, where 4 of the 7 runs named control and failed this majority.
+    assert sum(verdict["winner"] is not None for verdict in verdicts) <= A_A_RUNS // 2, verdicts
 
 
 def test_guardrail_stops_an_arm_far_worse_than_control(tmp_path, server_factory):
