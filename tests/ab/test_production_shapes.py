@@ -122,7 +122,8 @@ def test_a_running_pool_looked_at_every_second_keeps_its_verdict(tmp_path, redis
         # A/A: a look names a false winner when chance puts its confidence sequence off 1 (at most 5% over all
         # looks, the sequence's alpha; more with few connections, whose variances are rough): the report is then
         # right, and the test asserts it is. What it must not show is a real difference: the final rows' exact
-        # rank test, at 1e-8, fails by chance with probability at most 1e-8 (assert_arms_do_not_differ).
+        # rank test, at 1e-8, fails by chance with probability at most 1e-8 (assert_arms_do_not_differ). Broken
+        # by hand, it failed: arm 1's turn_mean_ns doubled, p = 2.3e-11; arm 1's sockets given TCP_NODELAY, 2.3e-11.
         assert_arms_do_not_differ(traces)
 
 
@@ -155,7 +156,8 @@ def test_one_connection_per_process_splits_between_arms(tmp_path, server_factory
         assert report["verdict"]["winner"] == winner, report["verdict"]
     else:
         # A/A: the verdict is the data's (a false winner, at most 5% of runs, is the report's right answer); the
-        # arms show no real difference, an exact rank test at 1e-8: a false failure in at most 1e-8 of runs.
+        # arms show no real difference, an exact rank test at 1e-8: a false failure in at most 1e-8 of runs (arm
+        # 1's turn_mean_ns doubled by hand: p = 1.1e-10; its sockets given TCP_NODELAY: 1.5e-11).
         assert_arms_do_not_differ(traces)
 
 
