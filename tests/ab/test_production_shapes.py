@@ -89,8 +89,12 @@ def test_a_running_pool_looked_at_every_second_keeps_its_verdict(tmp_path, redis
         time.sleep(1.2)
         looks = []
         for number in range(5):
-            # The look's traces as the report read them: a copy, which the next snapshot does not replace.
-            seen = shutil.copytree(pool.out, tmp_path / f"look-{number}")
+            # The look's traces as the report read them: a copy of each, which the next snapshot does not replace
+            # (a snapshot replaces its trace by a rename; its temporary file, .*.json.tmp, is not copied).
+            seen = tmp_path / f"look-{number}"
+            seen.mkdir()
+            for trace in pool.out.glob("*.json"):
+                shutil.copyfile(trace, seen / trace.name)
             looks.append((ab_report(seen), load_traces(seen).values()))
             time.sleep(max(0.0, 1 - (time.monotonic() % 1)))
         summary = pool.interrupt()
