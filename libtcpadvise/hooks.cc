@@ -559,22 +559,28 @@ int Socket(int domain, int type, int protocol) {
 // addr), and the peer needs no getpeername. A program's own buffer is read
 // by neither: its length could be a bad pointer, which the kernel answers
 // with EFAULT, and accept writes the whole address's length there.
+//
+// AcceptIntoOurs is that call: libc's accept or accept4 (`real`, given
+// `more` arguments after the address: accept4's flags), inlined in each.
+template <typename Fn, typename... More>
+[[gnu::always_inline]] inline int AcceptIntoOurs(Fn real, int fd, int flags, More... more) {
+  AcceptedPeer peer;
+  const int accepted = real(fd, reinterpret_cast<sockaddr*>(&peer.address), &peer.length, more...);
+  return AfterAccept(fd, accepted, flags, &peer);
+}
+
 int Accept(int fd, struct sockaddr* addr, socklen_t* addrlen) {
   if (addr != nullptr || g_table.Lookup(fd) == nullptr) {
     return AfterAccept(fd, Real(g_real.accept)(fd, addr, addrlen), 0, nullptr);
   }
-  AcceptedPeer peer;
-  const int accepted = g_real.accept(fd, reinterpret_cast<sockaddr*>(&peer.address), &peer.length);
-  return AfterAccept(fd, accepted, 0, &peer);
+  return AcceptIntoOurs(g_real.accept, fd, 0);
 }
 
 int Accept4(int fd, struct sockaddr* addr, socklen_t* addrlen, int flags) {
   if (addr != nullptr || g_table.Lookup(fd) == nullptr) {
     return AfterAccept(fd, Real(g_real.accept4)(fd, addr, addrlen, flags), flags, nullptr);
   }
-  AcceptedPeer peer;
-  const int accepted = g_real.accept4(fd, reinterpret_cast<sockaddr*>(&peer.address), &peer.length, flags);
-  return AfterAccept(fd, accepted, flags, &peer);
+  return AcceptIntoOurs(g_real.accept4, fd, flags, flags);
 }
 
 int Connect(int fd, const struct sockaddr* addr, socklen_t addrlen) {

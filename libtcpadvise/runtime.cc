@@ -110,32 +110,42 @@ void AfterForkInChild() {
 
 }  // namespace
 
+// TCPADVISE_SPELL spells a macro's value; the TCPADVISE_BAD_ macros are
+// the warnings of bad settings, macros so that the one for two is their
+// concatenation (OneWarning), and so that each names its setting's default.
+#define TCPADVISE_SPELL_VALUE(x) #x
+#define TCPADVISE_SPELL(x) TCPADVISE_SPELL_VALUE(x)
+#define TCPADVISE_BAD_OUT "TCPADVISE_OUT is too long; traces go to the current directory"
+#define TCPADVISE_BAD_INTERVAL \
+  "TCPADVISE_INTERVAL must be a number of seconds from 0 to 86400; using " TCPADVISE_SPELL(TCPADVISE_INTERVAL_DEFAULT)
+#define TCPADVISE_BAD_TURNS_FIRST                                         \
+  "TCPADVISE_TURNS_FIRST must be a count from 0 to 1099511627776; using " \
+      TCPADVISE_SPELL(TCPADVISE_TURNS_FIRST_DEFAULT)
+#define TCPADVISE_BAD_TURNS_EVERY                                        \
+  "TCPADVISE_TURNS_EVERY must be a power of two from 1 to 65536; using " \
+      TCPADVISE_SPELL(TCPADVISE_TURNS_EVERY_DEFAULT)
+
+// OneWarning is the line naming what is bad of two settings: when both are,
+// `both`, their warnings joined, so that fixing one does not reveal the other.
+static const char* OneWarning(bool bad_a, const char* a, bool bad_b, const char* b, const char* both) {
+  return bad_a && bad_b ? both : bad_a ? a : bad_b ? b : nullptr;
+}
+
 Settings ParseSettings(const char* out_dir, const char* interval, const char** warning) {
   Settings s;
-  *warning = nullptr;
-  if (out_dir != nullptr && out_dir[0] != '\0') {
-    if (strlen(out_dir) >= sizeof(s.out_dir)) {
-      *warning = "TCPADVISE_OUT is too long; traces go to the current directory";
-    } else {
-      strcpy(s.out_dir, out_dir);
-    }
-  }
+  const bool bad_out = out_dir != nullptr && out_dir[0] != '\0' && strlen(out_dir) >= sizeof(s.out_dir);
+  if (out_dir != nullptr && out_dir[0] != '\0' && !bad_out) strcpy(s.out_dir, out_dir);
+  bool bad_interval = false;
   if (interval != nullptr && interval[0] != '\0') {
     char* end = nullptr;
     const double value = strtod(interval, &end);
-    if (end == interval || *end != '\0' || !(value >= 0) || value > 86400) {
-      *warning = "TCPADVISE_INTERVAL must be a number of seconds from 0 to 86400; using 5";
-    } else {
-      s.interval_s = value;
-    }
+    bad_interval = end == interval || *end != '\0' || !(value >= 0) || value > 86400;
+    if (!bad_interval) s.interval_s = value;
   }
+  *warning = OneWarning(bad_out, TCPADVISE_BAD_OUT, bad_interval, TCPADVISE_BAD_INTERVAL,
+                        TCPADVISE_BAD_OUT "; " TCPADVISE_BAD_INTERVAL);
   return s;
 }
-
-// TCPADVISE_BAD_TURNS_FIRST, _EVERY: ParseTurnSampling's warnings, macros so that
-// the one for both settings is their concatenation.
-#define TCPADVISE_BAD_TURNS_FIRST "TCPADVISE_TURNS_FIRST must be a count from 0 to 1099511627776; using 64"
-#define TCPADVISE_BAD_TURNS_EVERY "TCPADVISE_TURNS_EVERY must be a power of two from 1 to 65536; using 64"
 
 TurnSampling ParseTurnSampling(const char* first, const char* every, const char** warning) {
   TurnSampling t;
@@ -143,14 +153,15 @@ TurnSampling ParseTurnSampling(const char* first, const char* every, const char*
   uint64_t every_value = uint64_t{1} << t.every_shift;
   const bool bad_every = every != nullptr && every[0] != '\0' && !ParsePowerOfTwo(every, 65536, &every_value);
   t.every_shift = static_cast<uint32_t>(__builtin_ctzll(every_value));
-  // Both bad: one warning naming both, so that fixing one does not reveal the other.
-  *warning = bad_first && bad_every ? TCPADVISE_BAD_TURNS_FIRST "; " TCPADVISE_BAD_TURNS_EVERY
-             : bad_first            ? TCPADVISE_BAD_TURNS_FIRST
-             : bad_every            ? TCPADVISE_BAD_TURNS_EVERY
-                                    : nullptr;
+  *warning = OneWarning(bad_first, TCPADVISE_BAD_TURNS_FIRST, bad_every, TCPADVISE_BAD_TURNS_EVERY,
+                        TCPADVISE_BAD_TURNS_FIRST "; " TCPADVISE_BAD_TURNS_EVERY);
   return t;
 }
 
+#undef TCPADVISE_SPELL_VALUE
+#undef TCPADVISE_SPELL
+#undef TCPADVISE_BAD_OUT
+#undef TCPADVISE_BAD_INTERVAL
 #undef TCPADVISE_BAD_TURNS_FIRST
 #undef TCPADVISE_BAD_TURNS_EVERY
 

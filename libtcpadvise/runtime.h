@@ -13,11 +13,15 @@
 
 namespace tcpadvise {
 
+// TCPADVISE_INTERVAL_DEFAULT is Settings' interval_s, a macro so that the
+// warning of a bad TCPADVISE_INTERVAL spells it (runtime.cc).
+#define TCPADVISE_INTERVAL_DEFAULT 5
+
 // Settings are read once at start-up from TCPADVISE_OUT and TCPADVISE_INTERVAL.
 struct Settings {
   char out_dir[PATH_MAX] = ".";
   // Seconds between periodic snapshots; 0 writes only at exit.
-  double interval_s = 5.0;
+  double interval_s = TCPADVISE_INTERVAL_DEFAULT;
   // Which turns each socket records in full (TCPADVISE_TURNS_FIRST,
   // TCPADVISE_TURNS_EVERY).
   TurnSampling turns;
@@ -55,7 +59,8 @@ struct RuntimeState {
 extern RuntimeState g_runtime;
 
 // ParseSettings reads settings from environment values (nullptr when unset);
-// a bad value keeps the default and returns a warning in *warning.
+// a bad value keeps its default, and *warning names every bad one in one line
+// (nullptr when none).
 Settings ParseSettings(const char* out_dir, const char* interval, const char** warning);
 
 // ParseTurnSampling reads TCPADVISE_TURNS_FIRST (turns recorded in full,

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <stdio.h>
 #include <string.h>
+
+#include <string>
 
 namespace tcpadvise {
 namespace {
@@ -40,6 +43,64 @@ TEST(RuntimeTest, TwoBadTurnSamplingSettingsAreNamedInOneLine) {
   EXPECT_EQ(t.every_shift, TurnSampling{}.every_shift);
   EXPECT_TRUE(Names(warning, "TCPADVISE_TURNS_FIRST must be") && Names(warning, "TCPADVISE_TURNS_EVERY must be"))
       << warning;
+  EXPECT_EQ(strchr(warning, '\n'), nullptr);
+}
+
+// Using is the end of the warning of a bad setting whose default is `value`.
+std::string Using(double value) {
+  char text[64];
+  snprintf(text, sizeof(text), "; using %g", value);
+  return text;
+}
+
+bool EndsWith(const char* warning, const std::string& end) {
+  const size_t length = warning == nullptr ? 0 : strlen(warning);
+  return length >= end.size() && memcmp(warning + length - end.size(), end.data(), end.size()) == 0;
+}
+
+TEST(RuntimeTest, TurnSamplingWarningsNameTheDefaults) {
+  const char* warning = nullptr;
+  ParseTurnSampling("many", nullptr, &warning);
+  EXPECT_TRUE(EndsWith(warning, Using(static_cast<double>(TurnSampling{}.first)))) << warning;
+  ParseTurnSampling(nullptr, "3", &warning);
+  EXPECT_TRUE(EndsWith(warning, Using(static_cast<double>(uint64_t{1} << TurnSampling{}.every_shift)))) << warning;
+}
+
+TEST(RuntimeTest, SettingsReadGoodValuesWithoutAWarning) {
+  const char* warning = "unset";
+  Settings s = ParseSettings("/tmp/traces", "0.5", &warning);
+  EXPECT_STREQ(s.out_dir, "/tmp/traces");
+  EXPECT_EQ(s.interval_s, 0.5);
+  EXPECT_EQ(warning, nullptr);
+  s = ParseSettings(nullptr, "", &warning);
+  EXPECT_STREQ(s.out_dir, Settings{}.out_dir);
+  EXPECT_EQ(s.interval_s, Settings{}.interval_s);
+  EXPECT_EQ(warning, nullptr);
+}
+
+TEST(RuntimeTest, ABadSettingKeepsItsDefaultAndIsNamed) {
+  const std::string too_long(sizeof(Settings{}.out_dir), 'd');
+  const char* warning = nullptr;
+  Settings s = ParseSettings(too_long.c_str(), "2", &warning);
+  EXPECT_STREQ(s.out_dir, Settings{}.out_dir);
+  EXPECT_EQ(s.interval_s, 2.0);
+  EXPECT_TRUE(Names(warning, "TCPADVISE_OUT") && !Names(warning, "TCPADVISE_INTERVAL")) << warning;
+  for (const char* bad : {"soon", "-1", "86401", "nan", "5s"}) {
+    s = ParseSettings("/tmp/traces", bad, &warning);
+    EXPECT_STREQ(s.out_dir, "/tmp/traces");
+    EXPECT_EQ(s.interval_s, Settings{}.interval_s) << bad;
+    EXPECT_TRUE(Names(warning, "TCPADVISE_INTERVAL") && !Names(warning, "TCPADVISE_OUT")) << bad << ": " << warning;
+    EXPECT_TRUE(EndsWith(warning, Using(Settings{}.interval_s))) << warning;
+  }
+}
+
+TEST(RuntimeTest, TwoBadSettingsAreNamedInOneLine) {
+  const std::string too_long(sizeof(Settings{}.out_dir), 'd');
+  const char* warning = nullptr;
+  const Settings s = ParseSettings(too_long.c_str(), "soon", &warning);
+  EXPECT_STREQ(s.out_dir, Settings{}.out_dir);
+  EXPECT_EQ(s.interval_s, Settings{}.interval_s);
+  EXPECT_TRUE(Names(warning, "TCPADVISE_OUT is too long") && Names(warning, "TCPADVISE_INTERVAL must be")) << warning;
   EXPECT_EQ(strchr(warning, '\n'), nullptr);
 }
 

@@ -150,9 +150,15 @@ struct PolicyState;
 // a fifth of the shim's time on a redis connection of 5,000 requests
 // (bench/results/hot-path-session12.md); 64 recorded turns a connection, and
 // one more a 64th of the way, still give a percentile per group.
+// TCPADVISE_TURNS_FIRST_DEFAULT and TCPADVISE_TURNS_EVERY_DEFAULT are those
+// defaults, macros so that the warning of a bad setting spells them
+// (runtime.cc).
+#define TCPADVISE_TURNS_FIRST_DEFAULT 64
+#define TCPADVISE_TURNS_EVERY_DEFAULT 64
+static_assert((TCPADVISE_TURNS_EVERY_DEFAULT & (TCPADVISE_TURNS_EVERY_DEFAULT - 1)) == 0, "a power of two");
 struct TurnSampling {
-  uint64_t first = 64;
-  uint32_t every_shift = 6;
+  uint64_t first = TCPADVISE_TURNS_FIRST_DEFAULT;
+  uint32_t every_shift = __builtin_ctz(TCPADVISE_TURNS_EVERY_DEFAULT);
 };
 
 // kUnrecordedCode is the weight code of a period not recorded; code k + 1

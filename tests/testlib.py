@@ -153,6 +153,77 @@ def assert_split_is_the_draws(report, traces):
     return drawn
 
 
+def _turn_means_by_arm(traces):
+    """Each arm's connections' mean turn times (those with a turn), from the traces' connection rows."""
+    blocks = [trace["experiment"] for trace in traces]
+    names = [arm["name"] for arm in blocks[0]["arms"]]
+    means = {name: [] for name in names}
+    for block in blocks:
+        for values in block["connections"]:
+            row = dict(zip(block["connection_fields"], values))
+            if row["turns"] > 0 and row["turn_mean_ns"] > 0:
+                means[names[row["arm"]]].append(row["turn_mean_ns"])
+    return means
+
+
+def assert_verdict_is_the_data(report, traces):
+    """An A/B report's comparisons and verdict, recomputed from the connection rows of its traces (trace dicts):
+    each arm's ratio of geometric means to control's and its 95% confidence sequence (the report's method:
+    mean log turn times, their variances floored, the normal mixture's half-width), equal to the report's but for
+    its rounding; each comparison significant exactly when its sequence leaves out 1 by at least min_effect; the
+    winner the lowest geometric mean among those, or none. Deterministic: it holds whatever chance made of the
+    turns, and fails on a report that compares other rows, computes otherwise, or names a winner the data do not
+    show. Returns the comparisons by arm."""
+    import math
+
+    import numpy as np
+
+    from tcpadvise.ab.experiment import LOG_VARIANCE_FLOOR, MIN_PER_ARM, half_width
+
+    means = {name: np.log(np.array(values, dtype=float)) for name, values in _turn_means_by_arm(traces).items()}
+    control, *others = means
+    comparisons = {c["arm"]: c for c in report["comparisons"]}
+    assert report["control"] == control and set(comparisons) <= set(others), (control, list(comparisons))
+    winners = []
+    for arm in others:
+        a, c = means[arm], means[control]
+        if min(a.size, c.size) < MIN_PER_ARM:
+            assert arm not in comparisons, comparisons[arm]
+            continue
+        mine = comparisons[arm]
+        assert mine["connections"] == [c.size, a.size], (mine["connections"], c.size, a.size)
+        variance = max(a.var(ddof=1), LOG_VARIANCE_FLOOR) / a.size + max(c.var(ddof=1), LOG_VARIANCE_FLOOR) / c.size
+        diff, width = float(a.mean() - c.mean()), half_width(1 / variance)
+        expected = [math.exp(diff), math.exp(diff - width), math.exp(diff + width)]
+        got = [mine["ratio"], *mine["ratio_cs"]]
+        # The report rounds to 4 decimals (and may sum the rows in another order).
+        assert all(abs(g - e) <= 1.5e-4 * max(1.0, e) for g, e in zip(got, expected)), (got, expected)
+        significant = not (got[1] <= 1 <= got[2]) and abs(got[0] - 1) >= report["min_effect"]
+        assert mine["significant"] == significant, mine
+        if significant:
+            winners.append((float(np.exp(a.mean())), arm) if got[0] < 1 else (float(np.exp(c.mean())), control))
+    assert report["verdict"]["winner"] == (min(winners)[1] if winners else None), (report["verdict"], winners)
+    return comparisons
+
+
+def assert_arms_do_not_differ(traces, alpha=1e-8):
+    """An A/A experiment's arms, whose connections the shim treats alike, give their connections' mean turn times
+    one distribution: each arm's against control's, an exact two-sided Mann-Whitney test (the pooled ranks' every
+    split among the arms as likely: the key is random, so a connection's arm is a draw apart from its turns) gets
+    a p-value of alpha or more, which by chance fails with probability at most alpha (times in ns do not tie),
+    whatever the turn times' distribution and however the machine's load moves them. Arms that differ (another policy,
+    another metric in one arm) separate their connections' ranks: 20 of 40 apart give 1.5e-11, and any split with
+    9 or more in each arm can go below 1e-8 (2/C(40, 9) = 7.3e-9). Returns the p-values by arm."""
+    from scipy import stats
+
+    means = _turn_means_by_arm(traces)
+    control, *others = means
+    p_values = {arm: float(stats.mannwhitneyu(means[arm], means[control], alternative="two-sided",
+                                              method="exact").pvalue) for arm in others}
+    assert all(p >= alpha for p in p_values.values()), (p_values, means)
+    return p_values
+
+
 def holds_only(hist, value, count):
     """True when every recorded value of hist fell in the one bucket holding value."""
     buckets = histograms.ranges(hist)
