@@ -110,6 +110,10 @@ def main() -> int:
     if server.missing():
         print(f"postgres: {server.missing()}", file=sys.stderr)
         return 2
+    for shim in args.shim:
+        # The loader ignores a shim it cannot find: the arm would run without it.
+        if not shim.is_file():
+            parser.error(f"--shim {shim}: no such file")
     arms = {"no shim": None, **{str(shim): shim.resolve() for shim in args.shim}}
     results: dict[str, list[dict]] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory(prefix="fork-server-cost-") as scratch:
