@@ -98,23 +98,29 @@ def render(results: dict[str, list[dict]], connections: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def postgres_arms(description: str, rounds: int, connections: int):
+    """The command line of the PostgreSQL benches (this one, postmaster_layout.py): their
+    arguments, the server, and the arms: no shim, then each --shim under observe."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shim", type=Path, action="append", required=True,
                         help="a shim to measure under observe (repeat to compare builds)")
-    parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--connections", type=int, default=600)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--connections", type=int, default=connections)
     parser.add_argument("-o", "--output", type=Path)
     args = parser.parse_args()
     server = next(s for s in S.SERVERS if s.name == "postgres")
     if server.missing():
         print(f"postgres: {server.missing()}", file=sys.stderr)
-        return 2
+        raise SystemExit(2)
     for shim in args.shim:
         # The loader ignores a shim it cannot find: the arm would run without it.
         if not shim.is_file():
             parser.error(f"--shim {shim}: no such file")
-    arms = {"no shim": None, **{str(shim): shim.resolve() for shim in args.shim}}
+    return args, server, {"no shim": None, **{str(shim): shim.resolve() for shim in args.shim}}
+
+
+def main() -> int:
+    args, server, arms = postgres_arms(__doc__, rounds=11, connections=600)
     results: dict[str, list[dict]] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory(prefix="fork-server-cost-") as scratch:
         directory = S._prepared(server, Path(scratch))

@@ -19,7 +19,6 @@ Needs PostgreSQL (scripts/install-deps.sh) and the right to read the postmaster'
 the server's user).
 """
 
-import argparse
 import re
 import statistics
 import subprocess
@@ -27,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from fork_server_cost import postgres_arms
 from tcpadvise.bench import servers as S
 from tcpadvise.bench.strace import listening_pids
 from tcpadvise.bench.suites import POLICIES
@@ -73,22 +73,7 @@ def render(results: dict[str, list[dict]], connections: int) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shim", type=Path, action="append", required=True,
-                        help="a shim to measure under observe (repeat to compare builds)")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--connections", type=int, default=20)
-    parser.add_argument("-o", "--output", type=Path)
-    args = parser.parse_args()
-    server = next(s for s in S.SERVERS if s.name == "postgres")
-    if server.missing():
-        print(f"postgres: {server.missing()}", file=sys.stderr)
-        return 2
-    for shim in args.shim:
-        if not shim.is_file():
-            print(f"--shim {shim}: no such file", file=sys.stderr)
-            return 2
-    arms = {"no shim": None, **{str(shim): shim.resolve() for shim in args.shim}}
+    args, server, arms = postgres_arms(__doc__, rounds=5, connections=20)
     results: dict[str, list[dict]] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory(prefix="postmaster-layout-") as scratch:
         directory = S._prepared(server, Path(scratch))
