@@ -48,10 +48,6 @@ namespace {
 __thread bool t_sampling = false;
 __thread bool t_forked_while_sampling = false;
 
-}  // namespace
-
-namespace {
-
 // kMaxFrames bounds a stack; kMaxStacks and kMaxPairs cap the memory (the
 // tables are twice as large, so that probes stay short).
 constexpr int kMaxFrames = 24;
@@ -245,6 +241,15 @@ static_assert(NSIG - 1 <= 8 * sizeof(t_unwinder_mask), "a mask's signals fit in 
 // holds; unwinds then run with the signals blocked (see InsideLibunwind).
 bool g_block_signals = false;
 
+// BlockAllButFaults blocks every signal in this thread but those a fault
+// raises, which must stay deliverable; *old keeps the mask it had.
+void BlockAllButFaults(sigset_t* old) {
+  sigset_t block;
+  sigfillset(&block);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&block, sig);
+  pthread_sigmask(SIG_BLOCK, &block, old);
+}
+
 // InsideLibunwind marks this thread as inside libunwind for its scope
 // (t_unwinding). Where libunwind is the shim's alone, it blocks no signal:
 // the unblocking would be a system call in the program's thread, and one
@@ -254,12 +259,7 @@ bool g_block_signals = false;
 class InsideLibunwind {
  public:
   InsideLibunwind() {
-    if (__builtin_expect(g_block_signals, 0)) {
-      sigset_t block;
-      sigfillset(&block);
-      for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&block, sig);
-      pthread_sigmask(SIG_BLOCK, &block, &old_);
-    }
+    if (__builtin_expect(g_block_signals, 0)) BlockAllButFaults(&old_);
     t_unwinding = true;
   }
   ~InsideLibunwind() {
@@ -826,10 +826,8 @@ int LoadThenUnwind(void** frames, int max) {
   if (!g_unwinder_state.compare_exchange_strong(started, kUnwinderTaken, std::memory_order_acq_rel)) return -1;
   UnwindFn unwind;
   {
-    sigset_t block, old;
-    sigfillset(&block);
-    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&block, sig);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
+    sigset_t old;
+    BlockAllButFaults(&old);
     unwind = LoadUnwinder();
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
