@@ -39,6 +39,13 @@ def named(text: str) -> tuple[str, Path]:
     return name or Path(path).parent.name, Path(path).resolve()
 
 
+def setting(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not name.startswith("TCPADVISE_") or not equals:
+        raise argparse.ArgumentTypeError(f"{text!r}: TCPADVISE_NAME=VALUE")
+    return name, value
+
+
 def listed(kind, choices=None):
     def parse(text: str) -> list:
         values = [kind(value) for value in text.split(",") if value]
@@ -59,6 +66,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", type=named, required=True)
     parser.add_argument("--new", type=named)
+    parser.add_argument("--new-env", action="append", type=setting, default=[], metavar="TCPADVISE_NAME=VALUE",
+                        help="a shim setting for the --new build only (TCPADVISE_CALL_SITES=off with --new the "
+                             "same file as --base: what sampling call sites costs)")
     parser.add_argument("--server", default="redis", choices=[server.name for server in SERVERS])
     parser.add_argument("--policy", action="append", choices=sorted(POLICIES), help="default: observe and cork")
     parser.add_argument("--rounds", type=int, default=11)
@@ -67,6 +77,8 @@ def main() -> int:
                         help="comma-separated, of none, split, same: each is compared")
     parser.add_argument("-o", "--output", type=Path)
     args = parser.parse_args()
+    if args.new_env and (not args.new or args.new[0] == args.base[0]):
+        parser.error("--new-env needs a --new build with a label of its own (off=PATH)")
     accounting = cpu_accounting()
     if not isinstance(accounting, Hierarchy):
         print(f"cpu_per_request: no CPU accounting here: {accounting}", file=sys.stderr)
@@ -78,6 +90,7 @@ def main() -> int:
     shapes = {f"{pin}@{seconds:g}s": (pin, seconds) for pin, seconds in itertools.product(args.pin, args.seconds)}
     kinds = [("baseline", None, None)] + [(f"{build[0]}:{policy}", build[1], policy)
                                           for policy in policies for build in builds]
+    settings = {f"{args.new[0]}:{policy}": tuple(args.new_env) for policy in policies} if args.new else {}
     arms = [(condition, *kind) for condition in conditions for kind in kinds]
     runs: dict[str, list[float]] = {f"{condition} {key}": [] for condition, key, _, _ in arms}
     paired: dict[str, list[float]] = {f"{condition} {key}": [] for condition, key, _, _ in arms if key != "baseline"}
@@ -91,7 +104,7 @@ def main() -> int:
                 pin, seconds = shapes[condition]
                 server_cpus, client_cpus = placement(pin)
                 arm = ServerArm(key, server, POLICIES[policy] if policy else None, seconds, accounting,
-                                server_cpus, client_cpus)
+                                server_cpus, client_cpus, settings=settings.get(key, ()))
                 result = run_server_arm(arm, shim, Path(scratch))
                 name = f"{condition} {key}"
                 figures[name] = result["cpu_ns"] / result["requests"] / 1000

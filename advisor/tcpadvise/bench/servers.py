@@ -58,6 +58,9 @@ class ServerArm:
     client_cpus: frozenset[int] | None = None
     # How many times it runs; None: Settings.runs.
     runs: int | None = None
+    # TCPADVISE_* settings given to the shim besides the policy (a bench comparing one shim with call
+    # sites on and off, say).
+    settings: tuple[tuple[str, str], ...] = ()
 
     @property
     def timeout_seconds(self) -> float:
@@ -288,7 +291,8 @@ def run_server_arm(arm: ServerArm, shim: Path | None, scratch: Path) -> dict:
             # Left last: the server has stopped, what is left of its processes is killed with the group.
             group = stack.enter_context(cpu_group(arm.cpu)) if arm.cpu else None
             port = stack.enter_context(running(arm.server, directory, arm.policy, shim, traces,
-                                               [*(group.launcher if group else ()), *pinned(arm.server_cpus)]))
+                                               [*(group.launcher if group else ()), *pinned(arm.server_cpus)],
+                                               arm.settings))
             command = arm.server.client(port, arm.seconds)
             # The window is the client's run: the server's own start (and the shim's) is before it.
             before = group.usage_ns() if group else 0
@@ -333,10 +337,11 @@ def _prepared(server: Server, scratch: Path) -> Path:
 
 @contextlib.contextmanager
 def running(server: Server, directory: Path, policy: dict | None, shim: Path | None,
-            traces: Path | None = None, launcher: Sequence[str] = ()) -> Iterator[int]:
+            traces: Path | None = None, launcher: Sequence[str] = (),
+            settings: Sequence[tuple[str, str]] = ()) -> Iterator[int]:
     """The server listening on a free loopback port, under `policy` with its traces in `traces` (policy
-    None: without the shim), started through `launcher` if any (a profiler's command); yields the port,
-    and stops the server however the block is left."""
+    None: without the shim) and the shim's other `settings` (environment), started through `launcher` if
+    any (a profiler's command); yields the port, and stops the server however the block is left."""
     environment = isolated_environment()
     if policy is not None:
         config = compiled_every_socket_config(directory, "bench", policy, shim)
@@ -344,6 +349,7 @@ def running(server: Server, directory: Path, policy: dict | None, shim: Path | N
         # Interval 0: the shim writes its trace at exit only, nothing in the measured time.
         environment = shim_environment(environment, shim, traces, 0)
         environment["TCPADVISE_CONFIG"] = str(config)
+        environment.update(settings)
     for attempt in range(_START_ATTEMPTS):
         port = _free_port()
         (directory / "server.log").unlink(missing_ok=True)  # an earlier attempt's bind error
