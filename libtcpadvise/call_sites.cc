@@ -1017,22 +1017,13 @@ void CallSitesPrepare() {
   TakeModuleSnapshot();
 }
 
-void EmitCallSites(JsonWriter* w) {
-  if (!g_configured.load(std::memory_order_acquire) || (g_settings.mode == CallSiteMode::kOff && g_problem == nullptr)) {
-    w->Key("call_sites");
-    w->BeginObject();
-    w->Key("mode");
-    w->String("off");
-    w->EndObject();
-    return;
-  }
-  // Only the entries in use are reset: a forked server's child that sampled
-  // nothing writes no page of these tables.
-  for (int i = 0; i < g_module_count; ++i) g_module_used[i] = false;
+// EmitStacks writes the modules and stacks of the claims first stack slots;
+// out of line: its tables (5 KiB of stack) would reach a stack page that a
+// fork child which sampled nothing (most PostgreSQL backends) never touched.
+[[gnu::noinline]] static void EmitStacks(JsonWriter* w, uint32_t claims) {
   // The slots claimed so far, in claim order; one still being written is left out.
   uint32_t claimed[kStackSlots];
   uint32_t n_claimed = 0;
-  const uint32_t claims = g_stack_claims.load(std::memory_order_relaxed);
   for (uint32_t c = 0; c < claims && c < kStackSlots; ++c) {
     const uint32_t entry = g_stack_order[c].load(std::memory_order_acquire);
     if (entry != 0) g_stack_index[entry - 1] = 0;  // numbered by the last trace, perhaps not listed now
@@ -1045,42 +1036,6 @@ void EmitCallSites(JsonWriter* w) {
     }
   }
   int32_t module_index[kMaxModules];
-  w->Key("call_sites");
-  w->BeginObject();
-  w->Key("mode");
-  w->String(ModeName(g_settings.mode));
-  w->Key("first");
-  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_settings.first : 0);
-  w->Key("every");
-  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_settings.every : 1);
-  w->Key("every_max");
-  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_every_max.load(std::memory_order_relaxed) : 1);
-  w->Key("every_now");
-  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_every_now.load(std::memory_order_relaxed) : 1);
-  w->Key("slowdowns");
-  w->Uint(g_slowdowns.load(std::memory_order_relaxed));
-  w->Key("budget_per_second");
-  w->Uint(kWindowBudget * (1000000000 / kWindowNs));
-  w->Key("unwinder");
-  w->String("libunwind");
-  if (g_problem != nullptr) {
-    w->Key("problem");
-    w->String(g_problem);
-  }
-  w->Key("sampled_writes");
-  w->Uint(g_sampled.load(std::memory_order_relaxed));
-  w->Key("dropped_writes");
-  w->Uint(g_dropped.load(std::memory_order_relaxed));
-  w->Key("unwind_failures");
-  w->Uint(g_unwind_failed.load(std::memory_order_relaxed));
-  w->Key("left_to_tree");
-  w->Uint(g_process_page.call_sites_left_to_tree.load(std::memory_order_relaxed));
-  w->Key("max_stacks");
-  w->Uint(kMaxStacks);
-  w->Key("memory_bytes");
-  w->Uint(sizeof(g_stacks) + sizeof(g_pairs) + sizeof(g_pair_index) + sizeof(g_last));
-  w->Key("stack_bytes");
-  w->Uint(sizeof(StackSlot));
   w->Key("modules");
   w->BeginArray();
   int32_t next = 0;
@@ -1132,6 +1087,67 @@ void EmitCallSites(JsonWriter* w) {
     w->EndObject();
   }
   w->EndArray();
+}
+
+void EmitCallSites(JsonWriter* w) {
+  if (!g_configured.load(std::memory_order_acquire) || (g_settings.mode == CallSiteMode::kOff && g_problem == nullptr)) {
+    w->Key("call_sites");
+    w->BeginObject();
+    w->Key("mode");
+    w->String("off");
+    w->EndObject();
+    return;
+  }
+  // Only the entries in use are reset: a forked server's child that sampled
+  // nothing writes no page of these tables.
+  for (int i = 0; i < g_module_count; ++i) g_module_used[i] = false;
+  const uint32_t claims = g_stack_claims.load(std::memory_order_relaxed);
+  w->Key("call_sites");
+  w->BeginObject();
+  w->Key("mode");
+  w->String(ModeName(g_settings.mode));
+  w->Key("first");
+  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_settings.first : 0);
+  w->Key("every");
+  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_settings.every : 1);
+  w->Key("every_max");
+  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_every_max.load(std::memory_order_relaxed) : 1);
+  w->Key("every_now");
+  w->Uint(g_settings.mode == CallSiteMode::kSample ? g_every_now.load(std::memory_order_relaxed) : 1);
+  w->Key("slowdowns");
+  w->Uint(g_slowdowns.load(std::memory_order_relaxed));
+  w->Key("budget_per_second");
+  w->Uint(kWindowBudget * (1000000000 / kWindowNs));
+  w->Key("unwinder");
+  w->String("libunwind");
+  if (g_problem != nullptr) {
+    w->Key("problem");
+    w->String(g_problem);
+  }
+  w->Key("sampled_writes");
+  w->Uint(g_sampled.load(std::memory_order_relaxed));
+  w->Key("dropped_writes");
+  w->Uint(g_dropped.load(std::memory_order_relaxed));
+  w->Key("unwind_failures");
+  w->Uint(g_unwind_failed.load(std::memory_order_relaxed));
+  w->Key("left_to_tree");
+  w->Uint(g_process_page.call_sites_left_to_tree.load(std::memory_order_relaxed));
+  w->Key("max_stacks");
+  w->Uint(kMaxStacks);
+  w->Key("memory_bytes");
+  w->Uint(sizeof(g_stacks) + sizeof(g_pairs) + sizeof(g_pair_index) + sizeof(g_last));
+  w->Key("stack_bytes");
+  w->Uint(sizeof(StackSlot));
+  if (claims == 0) {
+    w->Key("modules");
+    w->BeginArray();
+    w->EndArray();
+    w->Key("stacks");
+    w->BeginArray();
+    w->EndArray();
+  } else {
+    EmitStacks(w, claims);
+  }
   w->EndObject();
 }
 

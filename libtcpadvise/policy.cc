@@ -71,7 +71,10 @@ uint64_t ConflictBit(const PolicySettings& p, AppOption option) {
 void AddConflict(SocketState* s, uint64_t bit) {
   PolicyCounters* c = s->stats.policy_counters();
   if (c == nullptr) return;  // only a socket a rule matched has them
-  c->conflicts.Set(c->conflicts.Get() | bit);
+  // No new bit, no write: PostgreSQL's postmaster sets TCP_NODELAY on each
+  // connection after its fork, where a write copies a page the child shares.
+  const uint64_t conflicts = c->conflicts.Get();
+  if ((conflicts | bit) != conflicts) c->conflicts.Set(conflicts | bit);
 }
 
 // ApplyUnlessSet sets an option the policy sets, unless the application

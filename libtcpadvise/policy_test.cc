@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <random>
 #include <string>
@@ -64,6 +66,36 @@ void AppRead(PolicyFixture* f) {
 }
 
 PolicyCounters& Counters(PolicyFixture* f) { return *f->socket.stats.policy_counters(); }
+
+// ProtectPages makes the pages of [p, p + n) read-only (writable: false) or
+// writable again.
+void ProtectPages(const void* p, size_t n, bool writable) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n + page - 1) & ~(page - 1);
+  ASSERT_EQ(mprotect(reinterpret_cast<void*>(lo), hi - lo, writable ? PROT_READ | PROT_WRITE : PROT_READ), 0);
+}
+
+// An option the application sets that its rule does not (TCP_NODELAY under
+// coalesce), or a conflict already counted, writes nothing: a fork parent
+// that sets it on a connection after its fork would copy a page its child
+// shares. The counters sit on read-only pages: a write would kill the test.
+TEST(PolicyTest, AConflictWritesOnlyANewBit) {
+  SocketState s;
+  s.id.rule = 0;
+  PolicyCounters* c = s.stats.MakePolicyCounters();
+  ASSERT_NE(c, nullptr);
+  ProtectPages(c, sizeof(*c), false);
+  NoteConflict(&s, AppOption::kNodelay);
+  ProtectPages(c, sizeof(*c), true);
+  EXPECT_EQ(c->conflicts.Get(), 0u);
+  NoteConflict(&s, AppOption::kCork);
+  EXPECT_EQ(c->conflicts.Get(), kConflictCork);
+  ProtectPages(c, sizeof(*c), false);
+  NoteConflict(&s, AppOption::kCork);
+  ProtectPages(c, sizeof(*c), true);
+  EXPECT_EQ(c->conflicts.Get(), kConflictCork);
+}
 
 TEST(PolicyTest, APassiveSocketPassesWithoutTheTurn) {
   PolicyFixture* f = NewFixture(true);

@@ -64,6 +64,10 @@ bool PolicyCounters::Empty() const {
 }
 
 void PolicyCounters::Reset() {
+  // Counters that hold nothing are left unwritten: a fork parent reuses the
+  // entry of the connection it handed to its child (a PostgreSQL postmaster,
+  // at its next accept), and a write here copies a page the child shares.
+  if (Empty()) return;
   ZeroCounters(flushes, static_cast<int>(FlushCause::kCount));
   bytes_held.Set(0);
   max_bytes_held.Set(0);

@@ -131,6 +131,7 @@ struct PolicyCounters {
   ErrnoCounts deferred_errors;
 
   void MergeFrom(const PolicyCounters& other);
+  // PolicyCounters::Reset zeroes the counts, writing nothing when they are 0.
   void Reset();
   // PolicyCounters::Empty tells whether every count is 0 (read only: a
   // fork child resets only counters that hold something).

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <functional>
@@ -270,6 +272,30 @@ TEST(SocketStateTest, PolicyCountersComeWithTheFirstSocketThatHasThem) {
   EXPECT_EQ(kept->corks.Get(), 0u);
 }
 
+
+// A reset of counters that hold nothing writes nothing: a fork parent
+// reusing its copy of the entry of a connection its child serves would copy
+// the page the child shares. The counters sit on a read-only page: a write
+// would kill the test with SIGSEGV. Counters that hold something are zeroed.
+TEST(SocketStateTest, PolicyCountersResetWritesNothingWhenEmpty) {
+  const long page = sysconf(_SC_PAGESIZE);
+  void* memory = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(memory, MAP_FAILED);
+  auto* counters = new (memory) PolicyCounters();
+  ASSERT_EQ(mprotect(memory, page, PROT_READ), 0);
+  counters->Reset();
+  EXPECT_TRUE(counters->Empty());
+  ASSERT_EQ(mprotect(memory, page, PROT_READ | PROT_WRITE), 0);
+  counters->flushes[static_cast<int>(FlushCause::kClose)].Add(1);
+  counters->longest_hold_ticks.Set(7);
+  counters->deferred_errors.Add(EPIPE, 2);
+  ASSERT_FALSE(counters->Empty());
+  counters->Reset();
+  EXPECT_TRUE(counters->Empty());
+  EXPECT_EQ(counters->deferred_errors.Get(EPIPE), 0u);
+  counters->~PolicyCounters();
+  munmap(memory, page);
+}
 
 // Out of memory, no policy counters: a group that cannot get them leaves
 // a socket's out and reports none; it gets them once memory is back.
