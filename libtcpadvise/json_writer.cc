@@ -19,6 +19,16 @@ JsonWriter::~JsonWriter() {
 
 void JsonWriter::AppendGrowing(const char* text, size_t len) {
   if (failed_) return;
+  if (spare_ != nullptr && size_ + len <= spare_capacity_) {
+    memcpy(spare_, buffer_, size_);
+    buffer_ = spare_;
+    capacity_ = spare_capacity_;
+    spare_ = nullptr;
+    memcpy(buffer_ + size_, text, len);
+    size_ += len;
+    return;
+  }
+  spare_ = nullptr;
   size_t capacity = capacity_ ? capacity_ * 2 : 16384;
   while (capacity < size_ + len) capacity *= 2;
   char* grown = static_cast<char*>(owned_ ? PrivateRealloc(buffer_, capacity) : PrivateAlloc(capacity));

@@ -26,8 +26,11 @@ double RoundToFifteenDigits(double value);
 class JsonWriter {
  public:
   JsonWriter() = default;
-  // JsonWriter(initial, capacity) writes into initial until it is full.
-  JsonWriter(char* initial, size_t capacity) : buffer_(initial), capacity_(capacity), owned_(false) {}
+  // JsonWriter(initial, capacity) writes into initial until it is full; with
+  // a spare buffer, it then moves what it wrote there, and to the heap only
+  // when that is full too.
+  JsonWriter(char* initial, size_t capacity, char* spare = nullptr, size_t spare_capacity = 0)
+      : buffer_(initial), capacity_(capacity), owned_(false), spare_(spare), spare_capacity_(spare_capacity) {}
   ~JsonWriter();
   JsonWriter(const JsonWriter&) = delete;
   JsonWriter& operator=(const JsonWriter&) = delete;
@@ -118,6 +121,8 @@ class JsonWriter {
   size_t capacity_ = 0;
   bool failed_ = false;
   bool owned_ = true;  // buffer_ is the private heap's
+  char* spare_ = nullptr;  // where the text goes when the lent buffer is full
+  size_t spare_capacity_ = 0;
   // The last double written and its text: a trace writes its histograms'
   // scale (ns per clock tick) over and over.
   double last_double_ = 0;

@@ -49,6 +49,32 @@ TEST(JsonWriterTest, WritesInALentBufferThenMovesToTheHeapWhenItIsFull) {
   EXPECT_EQ(std::string(lent, 8), "[12,xxxx");  // written up to its capacity, never beyond
 }
 
+// The trace writer's two buffers (the process page's tail, then a static
+// one): the text moves to the spare when the first is full, then to the heap.
+TEST(JsonWriterTest, MovesToTheSpareBufferBeforeTheHeap) {
+  char lent[8], spare[24];
+  memset(lent, 'x', sizeof(lent));
+  memset(spare, 'x', sizeof(spare));
+  JsonWriter w(lent, 4, spare, 20);
+  w.BeginArray();
+  w.Uint(12);
+  ASSERT_EQ(w.data(), lent);  // "[12" fits
+  w.String("in spare");
+  ASSERT_EQ(w.data(), spare);
+  EXPECT_EQ(std::string(spare, 14), R"([12,"in spare")");
+  w.String("beyond the spare too");
+  w.EndArray();
+  ASSERT_FALSE(w.failed());
+  EXPECT_NE(w.data(), spare);
+  EXPECT_NE(w.data(), lent);
+  EXPECT_EQ(Text(w), R"([12,"in spare","beyond the spare too"])");
+  EXPECT_EQ(std::string(spare + 20, 4), "xxxx");  // never beyond its capacity
+  // Text that outgrows both at once goes straight to the heap.
+  JsonWriter big(lent, 4, spare, 20);
+  big.String("a string longer than either buffer");
+  EXPECT_EQ(Text(big), R"("a string longer than either buffer")");
+}
+
 TEST(JsonWriterTest, ALiteralKeyIsWrittenAsKeyStringWritesIt) {
   const char* const by_pointer[] = {"first", "second_key", "k"};
   char lent[64];

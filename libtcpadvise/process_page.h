@@ -46,6 +46,11 @@ struct alignas(4096) ProcessPage {
   // token names this process among those that share its memory image
   // (ProcessToken); 0 in a fork child until its handler sets it.
   uint64_t token;
+  // The first bytes of each trace the trace writer renders (under
+  // trace_mutex; trace_writer.cc), the rest of this page: a fork child's
+  // trace (a PostgreSQL backend's, some 3 KB) goes to a page the child
+  // already wrote, not to one more zeroed page of its own.
+  char trace_start[3712];
 };
 
 extern ProcessPage g_process_page;

@@ -29,14 +29,15 @@
 namespace tcpadvise {
 namespace {
 
-// g_trace_buffer holds a trace while it is written (under g_writer_mutex):
+// g_trace_buffer holds a trace while it is written (under g_writer_mutex)
+// once it outgrows the process page's room (ProcessPage::trace_start):
 // most traces fit, and are written without the private heap. A forked
 // child's trace would otherwise take a large block from the heap, which
 // writes a dozen pages of jemalloc's metadata, copied, in every child, and
 // the snapshot thread stays out of the heap (private_alloc.cc: a fork skips
 // jemalloc's fork handlers while one thread uses it). Untouched, it costs a
-// process address space only. Page-aligned: a trace of up to 4 KiB (a
-// PostgreSQL backend's) writes one page of it, not two.
+// process address space only. Page-aligned: a trace of up to 4 KiB writes
+// one page of it, not two.
 alignas(4096) char g_trace_buffer[16384];
 
 const char* RoleName(Role role) {
@@ -646,6 +647,33 @@ void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes)
   EmitHistogram(w, "writes", "count", st.burst_writes, 1.0, implied + open_burst, implied != 0 ? 1 : open_writes);
 }
 
+// WriteTraceFile writes a rendered trace under a temporary name, then
+// renames it. Out of line: its two paths (8 KiB of stack) sat in
+// WriteTrace's frame, below which the rendering then ran, some 14 KiB deep
+// in all, reaching stack pages a fork child had not touched (one more fault
+// in a PostgreSQL backend, depending on where its stack starts); now the
+// rendering and the file are as deep as the deeper of the two.
+[[gnu::noinline]] static void WriteTraceFile(const JsonWriter& w) {
+  char program[kFileNameProgramBytes + 1], path[kPathBytes], temp[kPathBytes];
+  ProgramFileName(program);
+  const char* dir = g_runtime.settings.out_dir;
+  const pid_t pid = g_runtime.pid;
+  TraceName(path, dir, /*dot=*/false, program, pid, nullptr, ".json");
+  const int fd = CreateTemporary(temp, dir, program, pid);
+  if (fd < 0) {
+    WarnOnce("open failed", temp);
+    return;
+  }
+  const bool written = WriteAll(fd, w.data(), w.size());
+  if (g_real.close(fd) != 0 || !written) {
+    WarnOnce("write failed", temp);
+    unlink(temp);
+  } else if (rename(temp, path) != 0) {
+    WarnOnce("rename failed", path);
+    unlink(temp);
+  }
+}
+
 void WriteTrace(bool final) {
   ErrnoSaver errno_saver;
   LockTraceWriter();
@@ -653,31 +681,14 @@ void WriteTrace(bool final) {
     UnlockTraceWriter();
     return;
   }
-  JsonWriter w(g_trace_buffer, sizeof(g_trace_buffer));
+  JsonWriter w(g_process_page.trace_start, sizeof(g_process_page.trace_start), g_trace_buffer, sizeof(g_trace_buffer));
   CallSitesPrepare();
   g_table.Lock();
   const bool any = SerializeTrace(&w, final);
   g_table.Unlock();
   if (final) g_process_page.trace_final_written = true;
   if (any && !w.failed()) {
-    char program[kFileNameProgramBytes + 1], path[kPathBytes], temp[kPathBytes];
-    ProgramFileName(program);
-    const char* dir = g_runtime.settings.out_dir;
-    const pid_t pid = g_runtime.pid;
-    TraceName(path, dir, /*dot=*/false, program, pid, nullptr, ".json");
-    const int fd = CreateTemporary(temp, dir, program, pid);
-    if (fd < 0) {
-      WarnOnce("open failed", temp);
-    } else {
-      const bool written = WriteAll(fd, w.data(), w.size());
-      if (g_real.close(fd) != 0 || !written) {
-        WarnOnce("write failed", temp);
-        unlink(temp);
-      } else if (rename(temp, path) != 0) {
-        WarnOnce("rename failed", path);
-        unlink(temp);
-      }
-    }
+    WriteTraceFile(w);
   } else if (w.failed()) {
     RawWarning("out of memory while writing the trace; this trace is skipped");
   }
