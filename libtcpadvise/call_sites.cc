@@ -1017,7 +1017,7 @@ void CallSitesPrepare() {
   TakeModuleSnapshot();
 }
 
-// EmitStacks writes the modules and stacks of the claims first stack slots;
+// EmitStacks writes the modules and stacks of the first `claims` slots claimed;
 // out of line: its tables (5 KiB of stack) would reach a stack page that a
 // fork child which sampled nothing (most PostgreSQL backends) never touched.
 [[gnu::noinline]] static void EmitStacks(JsonWriter* w, uint32_t claims) {
