@@ -52,6 +52,9 @@ struct alignas(4096) ProcessPage {
   // already wrote, not to one more zeroed page of its own.
   char trace_start[3712];
 };
+// One page, as MADV_WIPEONFORK and the child's fault count assume: a field
+// added above takes its room from trace_start.
+static_assert(sizeof(ProcessPage) == 4096, "ProcessPage outgrew its page");
 
 extern ProcessPage g_process_page;
 
