@@ -19,30 +19,28 @@ JsonWriter::~JsonWriter() {
 
 void JsonWriter::AppendGrowing(const char* text, size_t len) {
   if (failed_) return;
-  if (spare_ != nullptr && size_ + len <= spare_capacity_) {
-    memcpy(spare_, buffer_, size_);
-    buffer_ = spare_;
+  char* const spare = spare_;
+  spare_ = nullptr;  // used once: the text never moves back to a smaller buffer
+  if (spare != nullptr && size_ + len <= spare_capacity_) {
+    memcpy(spare, buffer_, size_);
+    buffer_ = spare;
     capacity_ = spare_capacity_;
-    spare_ = nullptr;
-    memcpy(buffer_ + size_, text, len);
-    size_ += len;
-    return;
+  } else {
+    size_t capacity = capacity_ ? capacity_ * 2 : 16384;
+    while (capacity < size_ + len) capacity *= 2;
+    char* grown = static_cast<char*>(owned_ ? PrivateRealloc(buffer_, capacity) : PrivateAlloc(capacity));
+    if (grown == nullptr) {
+      failed_ = true;
+      capacity_ = size_;  // nothing more is written: every Append comes here
+      return;
+    }
+    if (!owned_) {
+      memcpy(grown, buffer_, size_);
+      owned_ = true;
+    }
+    buffer_ = grown;
+    capacity_ = capacity;
   }
-  spare_ = nullptr;
-  size_t capacity = capacity_ ? capacity_ * 2 : 16384;
-  while (capacity < size_ + len) capacity *= 2;
-  char* grown = static_cast<char*>(owned_ ? PrivateRealloc(buffer_, capacity) : PrivateAlloc(capacity));
-  if (grown == nullptr) {
-    failed_ = true;
-    capacity_ = size_;  // nothing more is written: every Append comes here
-    return;
-  }
-  if (!owned_) {
-    memcpy(grown, buffer_, size_);
-    owned_ = true;
-  }
-  buffer_ = grown;
-  capacity_ = capacity;
   memcpy(buffer_ + size_, text, len);
   size_ += len;
 }
