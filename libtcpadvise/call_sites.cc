@@ -706,7 +706,7 @@ CallSiteSettings ParseCallSiteSettings(const char* mode, const char* first, cons
     *warning = "TCPADVISE_CALL_SITES_FIRST must be a count from 0 to 1048576; using 4";
   }
   if (every != nullptr && every[0] != '\0' && !ParsePowerOfTwo(every, 1u << 20, &s.every)) {
-    *warning = "TCPADVISE_CALL_SITES_EVERY must be a power of two from 1 to 1048576; using 256";
+    *warning = "TCPADVISE_CALL_SITES_EVERY must be a power of two from 1 to 1048576; using 1024";
   }
   return s;
 }

@@ -57,7 +57,14 @@ TEST(CallSiteSettingsTest, ParsesAndRejects) {
   EXPECT_NE(warning, nullptr);
   EXPECT_EQ(s.mode, CallSiteMode::kSample);
   EXPECT_EQ(s.first, 4u);
-  EXPECT_EQ(s.every, 256u);
+  EXPECT_EQ(s.every, 1024u);
+  // Unset: sample a socket's first 4 writes, then one in 1024.
+  warning = nullptr;
+  s = ParseCallSiteSettings(nullptr, nullptr, nullptr, &warning);
+  EXPECT_EQ(warning, nullptr);
+  EXPECT_EQ(s.mode, CallSiteMode::kSample);
+  EXPECT_EQ(s.first, 4u);
+  EXPECT_EQ(s.every, 1024u);
 }
 
 TEST_F(CallSitesTest, DueOnFirstWritesThenOneInEvery) {

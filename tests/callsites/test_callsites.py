@@ -116,7 +116,7 @@ def test_sampling_names_the_writers_and_scales_counts(tmp_path, port):
     report, _ = record_report(tmp_path, [client, str(port), str(REQUESTS)], mode="sample")
     sites = client_sites(report)
     assert {site["function"] for site in sites} == {"write_header", "write_body"}
-    # The first 4 writes of 40 sampled (header, body, header, body), then about one in 256: scaled to the socket's 40.
+    # The first 4 writes of 40 sampled (header, body, header, body), then about one in 1024: scaled to the socket's 40.
     assert sum(site["sampled_writes"] for site in sites) < 2 * REQUESTS
     assert sum(site["writes"] for site in sites) == 2 * REQUESTS
 
