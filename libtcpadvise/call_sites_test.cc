@@ -57,7 +57,14 @@ TEST(CallSiteSettingsTest, ParsesAndRejects) {
   EXPECT_NE(warning, nullptr);
   EXPECT_EQ(s.mode, CallSiteMode::kSample);
   EXPECT_EQ(s.first, 4u);
-  EXPECT_EQ(s.every, 256u);
+  EXPECT_EQ(s.every, 1024u);
+  // Unset: sample a socket's first 4 writes, then one in 1024.
+  warning = nullptr;
+  s = ParseCallSiteSettings(nullptr, nullptr, nullptr, &warning);
+  EXPECT_EQ(warning, nullptr);
+  EXPECT_EQ(s.mode, CallSiteMode::kSample);
+  EXPECT_EQ(s.first, 4u);
+  EXPECT_EQ(s.every, 1024u);
 }
 
 TEST_F(CallSitesTest, DueOnFirstWritesThenOneInEvery) {
@@ -126,11 +133,12 @@ TEST_F(CallSitesTest, TooManySamplesHalveTheRateAndWeighTheirWrites) {
   CallSitesConfigure(CallSiteSettings{CallSiteMode::kSample, 0, 8}, FakeUnwind);
   g_fake_depth = 1;
   g_fake_frames[0] = reinterpret_cast<void*>(&FakeUnwind);
-  // 200 samples fit a window of 100 ms; the 201st halves the rate at once.
-  for (uint64_t n = 1; n <= 201; ++n) SampleCallSite(1, 0, getpid(), 100 + n, 1, false);
+  // 50 samples fit a window of 100 ms; the 51st halves the rate at once.
+  for (uint64_t n = 1; n <= 51; ++n) SampleCallSite(1, 0, getpid(), 100 + n, 1, false);
   const std::string json = Emit(nullptr, false);
   EXPECT_NE(json.find("\"every_max\":16,\"every_now\":16,\"slowdowns\":1"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"estimated_writes\":1616,"), std::string::npos) << json;  // 200 x 8 + 16
+  EXPECT_NE(json.find("\"estimated_writes\":416,"), std::string::npos) << json;  // 50 x 8 + 16
+  EXPECT_NE(json.find("\"budget_per_second\":500"), std::string::npos) << json;
   EXPECT_EQ(g_call_site_threshold.load(), ~uint64_t{0} / 16);
 }
 

@@ -116,9 +116,24 @@ def test_sampling_names_the_writers_and_scales_counts(tmp_path, port):
     report, _ = record_report(tmp_path, [client, str(port), str(REQUESTS)], mode="sample")
     sites = client_sites(report)
     assert {site["function"] for site in sites} == {"write_header", "write_body"}
-    # The first 4 writes of 40 sampled (header, body, header, body), then about one in 256: scaled to the socket's 40.
+    # The first 4 writes of 40 sampled (header, body, header, body), then about one in 1024: scaled to the socket's 40.
     assert sum(site["sampled_writes"] for site in sites) < 2 * REQUESTS
     assert sum(site["writes"] for site in sites) == 2 * REQUESTS
+
+
+def test_sampling_defaults_stay_within_their_cost(tmp_path, port):
+    """Unset, sampling takes a socket's first 4 writes, then one in 1024 (16.6k instructions an unwind
+    of nginx's writev: 16 a request), within 500 unwinds a second; the trace says so."""
+    client = build("gcc", tmp_path / "client", "-g", "-O1", str(HERE / "client.c"))
+    out = tmp_path / "traces"
+    out.mkdir()
+    result = run([client, str(port), str(REQUESTS)], env=shim_env(out), timeout=60)
+    assert result.returncode == 0, result.stderr
+    (trace,) = load_traces(out).values()
+    sites = trace["call_sites"]
+    assert (sites["mode"], sites["first"], sites["every"], sites["budget_per_second"]) == ("sample", 4, 1024, 500)
+    # 40 writes: the first 4, and no more than the one in 1024 the scramble may pick.
+    assert 4 <= sites["sampled_writes"] <= 5, sites
 
 
 @pytest.mark.parametrize("mode", ["sample", "all"])

@@ -178,7 +178,7 @@ def test_pgbench_connect_per_transaction_samples_first_writes_per_process_tree(s
     sampled = sum(info["sampled_writes"] for info in backends)
     left = sum(info["left_to_tree"] for info in backends)
     # 80 connections of about 4 first writes each: at most 16 connections' worth unwound (plus the
-    # connections of pgbench -i and one in 256 of the rest), the rest left to the tree.
+    # connections of pgbench -i and one in 1024 of the rest), the rest left to the tree.
     assert left > 2 * sampled, (sampled, left)
     served = [item for item in items(report(server_shim.traces), role="server")
               if item["program"] in ("postgres", "postmaster")]

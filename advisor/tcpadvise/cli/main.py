@@ -154,7 +154,7 @@ def cli() -> None:
     default="sample",
     show_default=True,
     help="Which writes have their call stack taken, so that the report names the code that "
-    "writes: sample (a socket's first 4 writes, then about one in 256), all (every write: "
+    "writes: sample (a socket's first 4 writes, then about one in 1024), all (every write: "
     "exact counts, a few µs a write), or off (README, Call sites).",
 )
 @click.option(
