@@ -10,6 +10,15 @@ over seven such windows. Each page of data it writes is a page it copies. The sh
 one output section right after the PLT, ahead of the rest of .text, and the variables a child writes
 (a fixed list, below) in one 256-byte block of .data.
 
+The same output section then holds, side by side, the shim's functions a one-write server (redis,
+nginx, memcached) runs on each request that a backend does not (the write hooks that are not a
+backend's, their RecordedWrite instantiations, the histograms' adds): at their default places they
+lay on seven pages among functions a request never runs, and took more L1 instruction misses from
+the server than their own (bench/server_cache.py, bench/results/hot-path-session14.md). They are
+the shim's functions with at least --threshold instructions a request under the fixed loads of
+bench/server_cache.py, under observe and the adaptive policies, counted by callgrind after a
+warm-up; a server's in the order of REQUEST_SERVERS, costliest first.
+
 This runs PostgreSQL under callgrind (`--zero-before=_Fork`, glibc's fork after the prepare
 handlers: a backend's counts hold only what it ran after its fork) for `pgbench -C -S` under observe and the adaptive
 policies, takes the shim's functions with instructions in the last backends, and writes the script.
@@ -17,12 +26,13 @@ A function renamed since, or one no backend runs, only falls back to .text: the 
 to be current for the shim to be correct.
 
     PYTHONPATH=advisor python3 bench/child_layout.py --shim build/preload/libtcpadvise.so \\
-        [--connections 30] [-o preload/child_layout.ld]
+        [--connections 30] [--threshold 1] [-o preload/child_layout.ld]
 
-Needs valgrind and PostgreSQL (scripts/install-deps.sh).
+Needs valgrind, PostgreSQL, redis, nginx, memcached and their clients (scripts/install-deps.sh).
 """
 
 import argparse
+import collections
 import os
 import re
 import subprocess
@@ -31,10 +41,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from server_syscalls import fixed_client, server_pids
+
 from tcpadvise.bench import servers as S
 from tcpadvise.bench.suites import ADAPTIVE, POLICIES
 from tcpadvise.record.shim import isolated_environment
 
+# The one-write servers whose requests' functions come first (bench/server_cache.py's fixed loads).
+REQUEST_SERVERS = ("redis", "nginx", "memcached")
 _NAME = re.compile(r"^(c?ob|c?fn|c?fl|fi|fe)=\((\d+)\)(?: (.*))?$")
 
 HEADER = """\
@@ -43,7 +57,9 @@ HEADER = """\
 
    The functions it runs, first in .text, right after the PLT: the child
    faults in two 64 KiB windows of the shim's text where it faulted in seven.
-   The rest of the text follows in the same output section, as the default
+   Those a one-write server (redis, nginx, memcached) runs on every request
+   come last of them, followed by the rest of the server's: a request's
+   text is one stretch. The rest of the text follows in the same output section, as the default
    script would place it, whose own .text is then empty and dropped: tools
    that symbolize only the section .text (valgrind's callgrind, which
    bench/server_instructions.py reads) see every function. From callgrind runs under observe, cork and coalesce; a name that no
@@ -109,13 +125,14 @@ INSERT BEFORE .text;
 """
 
 
-def shim_functions(dump: Path) -> set[str]:
-    """The functions of the shim's object with instructions in one callgrind dump (names as compiled)."""
+def shim_functions(dump: Path, shim: Path) -> collections.Counter:
+    """The functions of the shim's object with instructions in one callgrind dump (names as compiled),
+    and their self instructions."""
     objects: dict[str, str] = {}
     functions: dict[str, str] = {}
     current_object = current_function = None
     calling = False
-    found = set()
+    found: collections.Counter = collections.Counter()
     for line in dump.read_text(errors="replace").splitlines():
         named = _NAME.match(line)
         if named:
@@ -139,9 +156,9 @@ def shim_functions(dump: Path) -> set[str]:
             fields = line.split()
             # Valgrind reads the symbols of a shim linked with this script, but counts the code
             # outside .text as an unknown object's ("???").
-            if (current_object and ("libtcpadvise" in current_object or current_object == "???")
+            if (current_object and (Path(current_object).name == shim.name or current_object == "???")
                     and len(fields) > 1 and int(fields[1]) > 0):
-                found.add(current_function)
+                found[current_function] += int(fields[1])
     return found
 
 
@@ -192,28 +209,75 @@ def backend_functions(shim: Path, arm: str, connections: int, scratch: Path) -> 
         raise RuntimeError(f"{arm}: {len(backends)} backend dumps in {out}")
     found = set()
     for dump in backends:
-        found |= shim_functions(dump)
+        found |= set(shim_functions(dump, shim))
     return found
+
+
+def request_functions(shim: Path, server_name: str, arm: str, scratch: Path) -> collections.Counter:
+    """The shim's self instructions a request by function on a one-write server under the arm: the
+    fixed load of bench/server_cache.py, counted after a warm-up (the start and the trace excluded)."""
+    server = next(s for s in S.SERVERS if s.name == server_name)
+    directory = S._prepared(server, scratch)
+    out = Path(tempfile.mkdtemp(prefix="callgrind-", dir=scratch))
+    out.chmod(0o777)  # written by a server that runs as another user
+    traces = Path(tempfile.mkdtemp(prefix="traces-", dir=directory))
+    limit = ["prlimit", "--nofile=1024:"] if server.name == "memcached" else []  # see server_instructions.py
+    launcher = [*limit, "valgrind", "--tool=callgrind", "--trace-children=yes", "--demangle=no",
+                f"--callgrind-out-file={out}/cg.%p"]
+    with S.running(server, directory, POLICIES[arm], shim, traces, launcher) as port:
+        command, requests_of = fixed_client(server, port)
+        subprocess.run(command, capture_output=True, env=isolated_environment(), timeout=600)  # warm-up
+        pids = server_pids(server, port)
+        for pid in pids:
+            subprocess.run(["callgrind_control", "--zero", str(pid)], capture_output=True, timeout=60, check=True)
+        measured = subprocess.run(command, capture_output=True, text=True, env=isolated_environment(), timeout=600)
+        for pid in pids:
+            subprocess.run(["callgrind_control", "--dump", str(pid)], capture_output=True, timeout=60, check=True)
+        time.sleep(0.5)
+    requests = requests_of(measured.stdout)
+    found: collections.Counter = collections.Counter()
+    for dump in out.glob("cg.*.1"):
+        found.update(shim_functions(dump, shim))
+    return collections.Counter({name: n / requests for name, n in found.items()})
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shim", type=Path, required=True)
     parser.add_argument("--connections", type=int, default=30)
+    parser.add_argument("--threshold", type=float, default=1.0,
+                        help="a server's function runs at least this many instructions a request (default 1)")
     parser.add_argument("-o", "--output", type=Path, default=Path("preload/child_layout.ld"))
     args = parser.parse_args()
+    symbols = shim_symbols(args.shim)
     names: set[str] = set()
+    # A server's functions, in the order of REQUEST_SERVERS, each one's costliest first; a function
+    # two servers run goes with the first.
+    hot: dict[str, None] = {}
     with tempfile.TemporaryDirectory(prefix="child-text-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as scratch:
         Path(scratch).chmod(0o711)
+        for server in REQUEST_SERVERS:
+            per_request: collections.Counter = collections.Counter()
+            for arm in ("observe", *ADAPTIVE):
+                per_request |= request_functions(args.shim.resolve(), server, arm, Path(scratch))
+            found = [name for name, n in per_request.most_common() if n >= args.threshold and name in symbols]
+            print(f"{server}: {len(found)} functions at {args.threshold:g}+ instructions a request", file=sys.stderr)
+            hot.update(dict.fromkeys(found))
         for arm in ("observe", *ADAPTIVE):
             found = backend_functions(args.shim.resolve(), arm, args.connections, Path(scratch))
             print(f"{arm}: {len(found)} functions", file=sys.stderr)
             names |= found
     # Callgrind names by its address the code it reads no symbol for (crtstuff's static functions).
-    sections = sorted(names & shim_symbols(args.shim))
+    # The child's functions a server does not run on each request first, then those it does, then the
+    # rest of the servers' functions: the child's are as many bytes, side by side, as without the
+    # servers' (the servers' ahead of them pushed the child's over a 64 KiB boundary: one fault more
+    # a backend), and each server's request runs one stretch of text.
+    child = names & symbols
+    sections = [*sorted(child - set(hot)), *(name for name in hot if name in child),
+                *(name for name in hot if name not in child)]
     body = "".join(f"    *(.text.{pattern} .text.exit.{pattern})\n" for pattern in map(section_pattern, sections))
     args.output.write_text(HEADER + body + FOOTER)
-    print(f"{len(sections)} functions -> {args.output}", file=sys.stderr)
+    print(f"{len(child)} of the child's + {len(set(hot) - child)} of the servers' functions -> {args.output}", file=sys.stderr)
     return 0
 
 
