@@ -33,7 +33,6 @@ Needs valgrind, PostgreSQL, redis, nginx, memcached and their clients (scripts/i
 
 import argparse
 import collections
-import os
 import re
 import subprocess
 import sys
@@ -41,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from server_syscalls import fixed_client, server_pids
+from server_instructions import measured_dumps
 
 from tcpadvise.bench import servers as S
 from tcpadvise.bench.suites import ADAPTIVE, POLICIES
@@ -217,26 +216,9 @@ def request_functions(shim: Path, server_name: str, arm: str, scratch: Path) -> 
     """The shim's self instructions a request by function on a one-write server under the arm: the
     fixed load of bench/server_cache.py, counted after a warm-up (the start and the trace excluded)."""
     server = next(s for s in S.SERVERS if s.name == server_name)
-    directory = S._prepared(server, scratch)
-    out = Path(tempfile.mkdtemp(prefix="callgrind-", dir=scratch))
-    out.chmod(0o777)  # written by a server that runs as another user
-    traces = Path(tempfile.mkdtemp(prefix="traces-", dir=directory))
-    limit = ["prlimit", "--nofile=1024:"] if server.name == "memcached" else []  # see server_instructions.py
-    launcher = [*limit, "valgrind", "--tool=callgrind", "--trace-children=yes", "--demangle=no",
-                f"--callgrind-out-file={out}/cg.%p"]
-    with S.running(server, directory, POLICIES[arm], shim, traces, launcher) as port:
-        command, requests_of = fixed_client(server, port)
-        subprocess.run(command, capture_output=True, env=isolated_environment(), timeout=600)  # warm-up
-        pids = server_pids(server, port)
-        for pid in pids:
-            subprocess.run(["callgrind_control", "--zero", str(pid)], capture_output=True, timeout=60, check=True)
-        measured = subprocess.run(command, capture_output=True, text=True, env=isolated_environment(), timeout=600)
-        for pid in pids:
-            subprocess.run(["callgrind_control", "--dump", str(pid)], capture_output=True, timeout=60, check=True)
-        time.sleep(0.5)
-    requests = requests_of(measured.stdout)
+    requests, dumps = measured_dumps(server, POLICIES[arm], shim, scratch, ["--demangle=no"])
     found: collections.Counter = collections.Counter()
-    for dump in out.glob("cg.*.1"):
+    for dump in dumps:
         found.update(shim_functions(dump, shim))
     return collections.Counter({name: n / requests for name, n in found.items()})
 

@@ -21,75 +21,29 @@ machine's (no prefetch, no kernel between calls): read the differences, not the 
 import argparse
 import collections
 import json
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from server_syscalls import fixed_client, server_pids
+from server_instructions import by_object, measured_dumps
 
 from tcpadvise.bench import servers as S
 from tcpadvise.bench.suites import POLICIES
-from tcpadvise.record.shim import isolated_environment
 
 EVENTS = ["Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw", "Bc", "Bcm", "Bi", "Bim"]
 SHOWN = ["Ir", "D1mr", "D1mw", "I1mr", "Bcm", "Bim"]
-_NAMED = re.compile(r"^(?:\((\d+)\))?\s*(.*)$")
-
-
-def by_object(text: str) -> dict[str, list[int]]:
-    """A callgrind dump's self cost by object (the file name of the function's object), every event."""
-    names: dict[str, str] = {}
-    totals: dict[str, list[int]] = collections.defaultdict(lambda: [0] * len(EVENTS))
-    current, skip, positions = "???", False, 1
-    for line in text.splitlines():
-        if line.startswith("positions:"):
-            positions = len(line.split()) - 1
-        elif line.startswith(("ob=", "cob=")):
-            m = _NAMED.match(line.split("=", 1)[1])
-            if m[1] is not None and m[2]:
-                names[m[1]] = m[2]
-            if line.startswith("ob="):
-                current = names.get(m[1], m[2]) if m[1] is not None else m[2]
-        elif line.startswith("calls="):
-            skip = True  # the next cost line is the call's inclusive cost
-        elif line[:1].isdigit() or line[:1] in "+-*":
-            if skip:
-                skip = False
-                continue
-            row = totals[Path(current).name]
-            for i, value in enumerate(line.split()[positions:]):
-                row[i] += int(value)
-    return totals
 
 
 def measure(server: S.Server, shim: Path | None, settings: dict, scratch: Path) -> dict:
-    directory = S._prepared(server, scratch)
-    out = Path(tempfile.mkdtemp(prefix="callgrind-", dir=scratch))
-    out.chmod(0o777)  # written by a server that runs as another user
-    traces = Path(tempfile.mkdtemp(prefix="traces-", dir=directory))
-    limit = ["prlimit", "--nofile=1024:"] if server.name == "memcached" else []  # see server_instructions.py
-    launcher = [*limit, "valgrind", "--tool=callgrind", "--cache-sim=yes", "--branch-sim=yes", "--trace-children=yes",
-                f"--callgrind-out-file={out}/cg.%p"]
-    policy = POLICIES["observe"] if shim is not None else None
-    with S.running(server, directory, policy, shim, traces, launcher, settings=settings if shim else {}) as port:
-        command, requests_of = fixed_client(server, port)
-        subprocess.run(command, capture_output=True, env=isolated_environment(), timeout=600)  # warm-up
-        pids = server_pids(server, port)
-        for pid in pids:
-            subprocess.run(["callgrind_control", "--zero", str(pid)], capture_output=True, timeout=60, check=True)
-        measured = subprocess.run(command, capture_output=True, text=True, env=isolated_environment(), timeout=600)
-        for pid in pids:
-            subprocess.run(["callgrind_control", "--dump", str(pid)], capture_output=True, timeout=60, check=True)
-        time.sleep(0.5)
-    requests = requests_of(measured.stdout)
+    requests, dumps = measured_dumps(server, POLICIES["observe"] if shim is not None else None, shim, scratch,
+                                     ["--cache-sim=yes", "--branch-sim=yes"], tuple(settings.items()))
     objects: dict[str, list[int]] = collections.defaultdict(lambda: [0] * len(EVENTS))
-    for dump in out.glob("cg.*.1"):
+    for dump in dumps:
         for name, row in by_object(dump.read_text()).items():
-            objects[name] = [a + b for a, b in zip(objects[name], row)]
+            total = objects[Path(name).name]
+            for i, value in enumerate(row):
+                total[i] += value
     shim_name = shim.name if shim else None
     per = {}
     for name, row in objects.items():

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 from server_syscalls import fixed_client, run, server_pids
 
@@ -44,16 +45,21 @@ _MEMCACHED_FILES = 1024
 _SUMMARY = re.compile(r"^summary: (\d+)$", re.MULTILINE)
 
 
-def count(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
+def measured_dumps(server: S.Server, policy: dict | None, shim: Path | None, scratch: Path,
+                   options: Sequence[str] = (), settings: Sequence[tuple[str, str]] = ()) -> tuple[int, list[Path]]:
+    """The server under callgrind (valgrind `options` added) and its fixed load, run twice: the requests
+    of the second run and the dumps of what the server's processes ran during it (their counters zeroed
+    after the warm-up; the parts written at exit, cg.PID, hold the start and the trace)."""
     directory = S._prepared(server, scratch)
-    policy = POLICIES[arm]
     out = Path(tempfile.mkdtemp(prefix="callgrind-", dir=scratch))
     out.chmod(0o777)  # written by a server that runs as another user
     traces = Path(tempfile.mkdtemp(prefix="traces-", dir=directory))
     # memcached: see the docstring; _MEMCACHED_FILES is its default -c.
     limit = ["prlimit", f"--nofile={_MEMCACHED_FILES}:"] if server.name == "memcached" else []
-    launcher = [*limit, "valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}/cg.%p"]
-    with S.running(server, directory, policy, shim if policy is not None else None, traces, launcher) as port:
+    launcher = [*limit, "valgrind", "--tool=callgrind", *options, "--trace-children=yes",
+                f"--callgrind-out-file={out}/cg.%p"]
+    with S.running(server, directory, policy, shim if policy is not None else None, traces, launcher,
+                   settings if policy is not None else ()) as port:
         command, requests_of = fixed_client(server, port)
         subprocess.run(command, capture_output=True, env=isolated_environment(), timeout=600)  # warm-up
         pids = server_pids(server, port)
@@ -63,24 +69,28 @@ def count(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
         for pid in pids:
             subprocess.run(["callgrind_control", "--dump", str(pid)], capture_output=True, timeout=60, check=True)
         time.sleep(0.5)
-    requests = requests_of(measured.stdout)
-    # The dumps are cg.PID.1 (the parts written at exit, cg.PID, hold start-up and the trace).
-    dumps = [dump.read_text() for dump in out.glob("cg.*.1")]
-    instructions = sum(int(_SUMMARY.search(text)[1]) for text in dumps)
+    return requests_of(measured.stdout), sorted(out.glob("cg.*.1"))
+
+
+def count(server: S.Server, arm: str, shim: Path, scratch: Path) -> dict:
+    requests, dumps = measured_dumps(server, POLICIES[arm], shim, scratch)
+    texts = [dump.read_text() for dump in dumps]
+    instructions = sum(int(_SUMMARY.search(text)[1]) for text in texts)
     objects: dict[str, int] = {}
-    for text in dumps:
-        for name, n in by_object(text).items():
-            objects[name] = objects.get(name, 0) + n
+    for text in texts:
+        for name, row in by_object(text).items():
+            objects[name] = objects.get(name, 0) + (row[0] if row else 0)
     shim_own = sum(n for name, n in objects.items() if Path(name).name == shim.name)
     return {"requests": requests, "instructions": instructions, "shim_instructions": shim_own,
-            "processes": len(pids), "by_object": dict(sorted(objects.items(), key=lambda kv: -kv[1])[:8])}
+            "processes": len(texts), "by_object": dict(sorted(objects.items(), key=lambda kv: -kv[1])[:8])}
 
 
-def by_object(text: str) -> dict[str, int]:
-    """A callgrind dump's instructions by the object of the function that ran them (inlined code counts
-    for the function it is inlined into): its cost lines, less the inclusive costs of calls."""
+def by_object(text: str) -> dict[str, list[int]]:
+    """A callgrind dump's costs by the object of the function that ran them (inlined code counts for the
+    function it is inlined into), one figure per event of its `events:` line, in that order: its cost
+    lines, less the inclusive costs of calls."""
     names: dict[str, str] = {}
-    totals: dict[str, int] = {}
+    totals: dict[str, list[int]] = {}
     current = "???"
     skip = False
     positions = 1  # "positions: line", or "instr line" with --dump-instr=yes
@@ -99,9 +109,12 @@ def by_object(text: str) -> dict[str, int]:
             if skip:
                 skip = False
                 continue
-            parts = line.split()
-            if len(parts) > positions:
-                totals[current] = totals.get(current, 0) + int(parts[positions])
+            # Callgrind leaves out an event's trailing zeros.
+            values = [int(value) for value in line.split()[positions:]]
+            row = totals.setdefault(current, [])
+            row.extend([0] * (len(values) - len(row)))
+            for i, value in enumerate(values):
+                row[i] += value
     return totals
 
 
