@@ -1024,6 +1024,9 @@ void CallSitesPrepare() {
 // out of line: its tables (5 KiB of stack) would reach a stack page that a
 // fork child which sampled nothing (most PostgreSQL backends) never touched.
 [[gnu::noinline]] static void EmitStacks(JsonWriter* w, uint32_t claims) {
+  // Only the entries in use are reset, here where they are used: a forked
+  // server's child that sampled nothing writes no page of these tables.
+  for (int i = 0; i < g_module_count; ++i) g_module_used[i] = false;
   // The slots claimed so far, in claim order; one still being written is left out.
   uint32_t claimed[kStackSlots];
   uint32_t n_claimed = 0;
@@ -1101,9 +1104,6 @@ void EmitCallSites(JsonWriter* w) {
     w->EndObject();
     return;
   }
-  // Only the entries in use are reset: a forked server's child that sampled
-  // nothing writes no page of these tables.
-  for (int i = 0; i < g_module_count; ++i) g_module_used[i] = false;
   const uint32_t claims = g_stack_claims.load(std::memory_order_relaxed);
   w->Key("call_sites");
   w->BeginObject();
