@@ -6,8 +6,9 @@
 // bench/cpu_per_request.py).
 //   fork_echo serve PORT: listens on 127.0.0.1:PORT; waits in poll, accepts
 //     and forks a child per connection, which closes the listener, echoes
-//     each request until the client's EOF and returns from main (exit runs
-//     the destructors, as a backend's proc_exit does); the parent closes its
+//     each request until the client's EOF and returns from main with the
+//     connection open (exit runs the destructors and the kernel closes the
+//     socket, as for a PostgreSQL backend); the parent closes its
 //     copy and reaps children after each wait. SIGTERM ends it through exit.
 //   fork_echo load PORT SECONDS [ROUND_TRIPS]: connects again and again for
 //     SECONDS, each connection ROUND_TRIPS (default 3) 64-byte requests and
@@ -88,10 +89,10 @@ static int Serve(int port) {
     if (fd < 0) continue;
     const pid_t child = fork();
     if (child == 0) {
+      // The connection stays open to the end, as a PostgreSQL backend
+      // leaves its socket for the kernel to close at exit.
       close(listener);
-      const int result = Echo(fd);
-      close(fd);
-      return result;
+      return Echo(fd);
     }
     close(fd);
   }
