@@ -74,6 +74,9 @@ def main() -> int:
     parser.add_argument("--new-env", action="append", type=setting, default=[], metavar="TCPADVISE_NAME=VALUE",
                         help="a shim setting for the --new build only (TCPADVISE_CALL_SITES=off with --new the "
                              "same file as --base: what sampling call sites costs)")
+    parser.add_argument("--env", action="append", type=setting, default=[], metavar="TCPADVISE_NAME=VALUE",
+                        help="a shim setting for every build (TCPADVISE_INTERVAL=5, the default outside the bench, "
+                             "which runs the shim at 0)")
     parser.add_argument("--server", default="redis", choices=[server.name for server in CHOICES])
     parser.add_argument("--policy", action="append", choices=sorted(POLICIES), help="default: observe and cork")
     parser.add_argument("--rounds", type=int, default=11)
@@ -98,7 +101,8 @@ def main() -> int:
     shapes = {f"{pin}@{seconds:g}s": (pin, seconds) for pin, seconds in itertools.product(args.pin, args.seconds)}
     kinds = [("baseline", None, None)] + [(f"{build[0]}:{policy}", build[1], policy)
                                           for policy in policies for build in builds]
-    settings = {f"{args.new[0]}:{policy}": tuple(args.new_env) for policy in policies} if args.new else {}
+    settings = {f"{build[0]}:{policy}": (*args.env, *(args.new_env if build is args.new else ()))
+                for policy in policies for build in builds}
     arms = [(condition, *kind) for condition in conditions for kind in kinds]
     runs: dict[str, list[float]] = {f"{condition} {key}": [] for condition, key, _, _ in arms}
     paired: dict[str, list[float]] = {f"{condition} {key}": [] for condition, key, _, _ in arms if key != "baseline"}
