@@ -7,10 +7,41 @@
 
 #include <string>
 
+#include "process_page.h"
+
 namespace tcpadvise {
 namespace {
 
 bool Names(const char* warning, const char* setting) { return warning != nullptr && strstr(warning, setting) != nullptr; }
+
+// HandOff runs OnSocketClosing on a server connection this process
+// accepted (used: it read from it; forked: a fork came after the accept) and
+// tells whether the process then hands its connections off.
+bool HandOff(bool used, bool forked, Role role = Role::kServer, bool inherited = false) {
+  g_process_page.hands_off_connections = false;
+  g_process_page.forks = 7;
+  OnConnectionTracked(/*accepted=*/true);
+  if (forked) ++g_process_page.forks;
+  SocketState s;
+  s.id.role = role;
+  s.owner = inherited ? ProcessToken() + 1 : ProcessToken();
+  if (used) s.stats.read_calls.Increment();
+  OnSocketClosing(s);
+  const bool handed_off = g_process_page.hands_off_connections;
+  g_process_page.hands_off_connections = false;
+  return handed_off;
+}
+
+TEST(RuntimeTest, AConnectionClosedUnusedAfterAForkIsHandedOff) {
+  EXPECT_TRUE(HandOff(/*used=*/false, /*forked=*/true));
+}
+
+TEST(RuntimeTest, AConnectionUsedKeptOrNotAcceptedHereIsNotHandedOff) {
+  EXPECT_FALSE(HandOff(/*used=*/true, /*forked=*/true));  // redis closing a client during BGSAVE
+  EXPECT_FALSE(HandOff(/*used=*/false, /*forked=*/false));  // a server refusing a connection
+  EXPECT_FALSE(HandOff(/*used=*/false, /*forked=*/true, Role::kListener));  // a fork child closing its listener
+  EXPECT_FALSE(HandOff(/*used=*/false, /*forked=*/true, Role::kServer, /*inherited=*/true));
+}
 
 TEST(RuntimeTest, TurnSamplingReadsGoodSettingsWithoutAWarning) {
   const char* warning = "unset";
