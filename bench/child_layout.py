@@ -95,11 +95,14 @@ SECTIONS
 INSERT AFTER .data;
 SECTIONS
 {
-  /* The process page (process_page.h), wiped in fork children, last: the
-     shim's zeroed data is then two mappings, not three, each of which every
-     fork and exit of the process copies and tears down. */
+  /* The socket table's per-process part (socket_table.h: Local) and the
+     process page (process_page.h), both wiped in fork children, last and
+     side by side: the shim's zeroed data is then two mappings, where it
+     would be three and Local one more of its own, each of which every fork
+     and exit of the process copies and tears down. */
   .bss.tcpadvise_process_page (NOLOAD) :
   {
+    *(.bss._ZN9tcpadvise11SocketTable6local_E)
     *(.bss._ZN9tcpadvise14g_process_pageE)
   }
 }
