@@ -109,6 +109,28 @@ SECTIONS
 INSERT AFTER .bss;
 SECTIONS
 {
+  /* The read-only data with the headers and the dynamic symbols, ahead of
+     the text rather than in a segment of its own after it: the shim's file
+     is four mappings, not five, each of which every fork and exit of the
+     process copies and tears down, and the data stays out of the
+     executable one (-z noseparate-code makes three, the data executable).
+     The default script's sections of the same names are then empty and
+     dropped. The segment is padded to 64 KiB, in the file too (a hole
+     would be one more mapping): the kernel maps a file's pages around a
+     fault 64 KiB at a time from such a boundary, and the child's
+     functions, first in the text, start a window. A backend then reads
+     the symbol hash (the loader's lookups) and the trace's strings in one
+     window where it faulted on each. */
+  .rodata : { *(.rodata .rodata.* .gnu.linkonce.r.*) }
+  .rodata1 : { *(.rodata1) }
+  .eh_frame_hdr : { *(.eh_frame_hdr) *(.eh_frame_entry .eh_frame_entry.*) }
+  .eh_frame : ONLY_IF_RO { KEEP (*(.eh_frame)) *(.eh_frame.*) }
+  .gcc_except_table : ONLY_IF_RO { *(.gcc_except_table .gcc_except_table.*) }
+  .tcpadvise_text_align : { BYTE(0) . = ALIGN(0x10000); }
+}
+INSERT AFTER .relr.dyn;
+SECTIONS
+{
   .text :
   {
 """
