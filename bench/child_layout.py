@@ -55,16 +55,19 @@ HEADER = """\
    runs and writes of the shim, side by side. Written by bench/child_layout.py.
 
    The functions it runs, first in .text, right after the PLT: the child
-   faults in two 64 KiB windows of the shim's text where it faulted in seven.
-   Those a one-write server (redis, nginx, memcached) runs on every request
-   come last of them, followed by the rest of the server's: a request's
+   faults in one 64 KiB window of the shim's text (and jemalloc's mallocx)
+   where it faulted in seven. Ahead of them the shim's own cold parts
+   (.text.unlikely.*, some 6.5 KB of slow paths kept out of line, among them
+   CloseTracked, which each child runs for the listener it closes),
+   crtbeginS.o's .text (the destructors the exit runs) and .fini (_fini,
+   DT_FINI): after the functions, they were a second window. Those a
+   one-write server (redis, nginx, memcached) runs on every request come
+   last of the child's, followed by the rest of the server's: a request's
    text is one stretch. The rest of the text follows in the same output section, as the default
    script would place it, whose own .text is then empty and dropped: tools
    that symbolize only the section .text (valgrind's callgrind, which
    bench/server_instructions.py reads) see every function. From callgrind runs under observe, cork and coalesce; a name that no
-   longer exists matches nothing and its function stays in .text. crtbeginS.o's
-   .text (the destructors the exit runs) and .fini (_fini, DT_FINI) come along:
-   each child runs them.
+   longer exists matches nothing and its function stays in .text.
 
    The variables it writes (or reads where its parent never did), in one
    256-byte block, never across a page: the fields of g_runtime its fork
@@ -133,10 +136,11 @@ SECTIONS
 {
   .text :
   {
-"""
-FOOTER = """\
     *crtbeginS.o(.text)
     KEEP (*(SORT_NONE(.fini)))
+    *(.text.unlikely.*)
+"""
+FOOTER = """\
     *(.text.unlikely .text.*_unlikely .text.unlikely.*)
     *(.text.exit .text.exit.*)
     *(.text.startup .text.startup.*)
