@@ -138,7 +138,8 @@ void SocketTable::ReleaseRange(unsigned first, unsigned last) {
   const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed);
   if (last > end) last = end;
   for (unsigned fd = first; fd <= last; ++fd) {
-    if (slots_ != nullptr && slots_[fd].load(std::memory_order_relaxed) != nullptr) Release(static_cast<int>(fd));
+    // Lookup: the slots come with size_, published by another thread's first socket maybe.
+    if (Lookup(static_cast<int>(fd)) != nullptr) Release(static_cast<int>(fd));
   }
 }
 
