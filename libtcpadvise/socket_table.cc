@@ -22,8 +22,8 @@ SocketTable g_table;
 SocketTable::Local SocketTable::local_;
 __thread int t_shim_depth = 0;
 
-// kMaxTableSize caps the table at 8 MiB of address space; fds above it are
-// not tracked.
+// kMaxTableSize caps the slots at 8 MiB of the heap (taken, not written:
+// the heap's fresh pages); fds above it are not tracked.
 constexpr unsigned kMaxTableSize = 1u << 20;
 constexpr unsigned kMinTableSize = 1024;
 
