@@ -55,16 +55,19 @@ HEADER = """\
    runs and writes of the shim, side by side. Written by bench/child_layout.py.
 
    The functions it runs, first in .text, right after the PLT: the child
-   faults in two 64 KiB windows of the shim's text where it faulted in seven.
-   Those a one-write server (redis, nginx, memcached) runs on every request
-   come last of them, followed by the rest of the server's: a request's
+   faults in one 64 KiB window of the shim's text (and jemalloc's mallocx)
+   where it faulted in seven. Ahead of them the shim's own cold parts
+   (.text.unlikely.*, some 6.5 KB of slow paths kept out of line, among them
+   CloseTracked, which each child runs for the listener it closes),
+   crtbeginS.o's .text (the destructors the exit runs) and .fini (_fini,
+   DT_FINI): after the functions, they were a second window. Those a
+   one-write server (redis, nginx, memcached) runs on every request come
+   last of the child's, followed by the rest of the server's: a request's
    text is one stretch. The rest of the text follows in the same output section, as the default
    script would place it, whose own .text is then empty and dropped: tools
    that symbolize only the section .text (valgrind's callgrind, which
    bench/server_instructions.py reads) see every function. From callgrind runs under observe, cork and coalesce; a name that no
-   longer exists matches nothing and its function stays in .text. crtbeginS.o's
-   .text (the destructors the exit runs) and .fini (_fini, DT_FINI) come along:
-   each child runs them.
+   longer exists matches nothing and its function stays in .text.
 
    The variables it writes (or reads where its parent never did), in one
    256-byte block, never across a page: the fields of g_runtime its fork
@@ -97,28 +100,63 @@ SECTIONS
 INSERT AFTER .data;
 SECTIONS
 {
-  /* The process page (process_page.h), wiped in fork children, last: the
-     shim's zeroed data is then two mappings, not three, each of which every
-     fork and exit of the process copies and tears down. */
+  /* The socket table's per-process part (socket_table.h: Local) and the
+     process page (process_page.h), both wiped in fork children, last and
+     side by side: the shim's zeroed data is then two mappings, where it
+     would be three and Local one more of its own, each of which every fork
+     and exit of the process copies and tears down. */
   .bss.tcpadvise_process_page (NOLOAD) :
   {
+    *(.bss._ZN9tcpadvise11SocketTable6local_E)
     *(.bss._ZN9tcpadvise14g_process_pageE)
   }
 }
 INSERT AFTER .bss;
 SECTIONS
 {
+  /* The read-only data with the headers and the dynamic symbols, ahead of
+     the text rather than in a segment of its own after it: the shim's file
+     is four mappings, not five, each of which every fork and exit of the
+     process copies and tears down, and the data stays out of the
+     executable one (-z noseparate-code makes three, the data executable).
+     The default script's sections of the same names are then empty and
+     dropped. The segment is padded to 64 KiB, in the file too (a hole
+     would be one more mapping): the kernel maps a file's pages around a
+     fault 64 KiB at a time from such a boundary, and the child's
+     functions, first in the text, start a window. A backend then reads
+     the symbol hash (the loader's lookups) and the trace's strings in one
+     window where it faulted on each. */
+  .rodata ALIGN(0x1000) : { *(.rodata .rodata.* .gnu.linkonce.r.*) }
+  .rodata1 : { *(.rodata1) }
+  .eh_frame_hdr : { *(.eh_frame_hdr) *(.eh_frame_entry .eh_frame_entry.*) }
+  .eh_frame : ONLY_IF_RO { KEEP (*(.eh_frame)) *(.eh_frame.*) }
+  .gcc_except_table : ONLY_IF_RO { *(.gcc_except_table .gcc_except_table.*) }
+  .tcpadvise_text_align : { BYTE(0) . = ALIGN(0x10000); }
+}
+INSERT AFTER .relr.dyn;
+SECTIONS
+{
   .text :
   {
-"""
-FOOTER = """\
     *crtbeginS.o(.text)
     KEEP (*(SORT_NONE(.fini)))
+    *(.text.unlikely.*)
+    /* The functions after them at the offsets in a page they had after the
+       PLT: the same cache sets as without the block ahead of them (a
+       request's L1 instruction misses). */
+    . = (. + 0xfff) & ~0xfff;
+"""
+FOOTER = """\
     *(.text.unlikely .text.*_unlikely .text.unlikely.*)
     *(.text.exit .text.exit.*)
     *(.text.startup .text.startup.*)
     *(.text.hot .text.hot.*)
     *(SORT(.text.sorted.*))
+    /* jemalloc's main object (113 KiB, no function sections) on a 64 KiB
+       boundary: the mallocx a child runs (10 KiB at 72 KiB into it) is then
+       one window, whatever the size of the text ahead of it. */
+    . = ALIGN(0x10000);
+    *libjemalloc_lazy_pic.a:jemalloc.pic.o(.text)
     *(.text .stub .text.* .gnu.linkonce.t.*)
   }
 }

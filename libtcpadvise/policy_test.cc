@@ -338,7 +338,7 @@ TEST(PolicyTest, TheLockFreePassCountsAsPolicyWriteDoes) {
 // is held: every record arrives once, each thread's in its order.
 TEST(PolicyTest, TwoThreadsWriteThroughAnAdaptiveSocketInOrder) {
   constexpr uint32_t kRecords = 4000;
-  ASSERT_TRUE(g_table.Init());
+  g_table.Init();
   static TcpPair* const pair = new TcpPair;  // the deadline thread may look at its state after the test
   SocketState* s = g_table.Track(pair->client, SocketIdentity{});
   ASSERT_NE(s, nullptr);

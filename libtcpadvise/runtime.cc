@@ -205,10 +205,7 @@ void RuntimeStart() {
     memcpy(g_runtime.program, name, length);
     g_runtime.program[length] = '\0';
   }
-  if (!g_table.Init()) {
-    RawWarning("cannot set up the socket table; the program runs without tcpadvise");
-    return;
-  }
+  g_table.Init();
   if (const char* config = secure_getenv("TCPADVISE_CONFIG"); config != nullptr && config[0] != '\0') {
     LoadPolicyConfig(config);
     ApplyConfigOutput();

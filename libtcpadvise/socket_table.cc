@@ -19,42 +19,42 @@
 namespace tcpadvise {
 
 SocketTable g_table;
+SocketTable::Local SocketTable::local_;
 __thread int t_shim_depth = 0;
 
-// kMaxTableSize caps the table at 8 MiB of address space; fds above it are
-// not tracked.
+// kMaxTableSize caps the slots at 8 MiB of the heap (taken, not written:
+// the heap's fresh pages); fds above it are not tracked.
 constexpr unsigned kMaxTableSize = 1u << 20;
 constexpr unsigned kMinTableSize = 1024;
 
-bool SocketTable::Init() {
+void SocketTable::Init() {
   rlimit limit;
   unsigned size = kMaxTableSize;
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_max != RLIM_INFINITY && limit.rlim_max < size) {
     size = static_cast<unsigned>(limit.rlim_max);
   }
   if (size < kMinTableSize) size = kMinTableSize;
-  void* p = mmap(nullptr, size * sizeof(slots_[0]), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
-  if (p == MAP_FAILED) return false;
-  slots_ = static_cast<std::atomic<SocketState*>*>(p);
-  size_.store(size, std::memory_order_release);
-  return true;
+  capacity_ = size;
 }
 
-// MapLocal maps the table's per-process part with the first socket (a
-// process that tracks none makes neither call); the mutex is held.
-bool SocketTable::MapLocal() {
-  void* local = mmap(nullptr, sizeof(Local), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (local == MAP_FAILED) return false;
-  local_wiped_ = madvise(local, sizeof(Local), MADV_WIPEONFORK) == 0;
-  local_ = static_cast<Local*>(local);
+// StartWithFirstSocket takes the slots from the private heap (zeroed; a
+// fresh large block is the heap's untouched pages, not a memset) and has
+// Local wiped in fork children; the mutex is held.
+bool SocketTable::StartWithFirstSocket() {
+  if (slots_ == nullptr) {
+    slots_ = static_cast<std::atomic<SocketState*>*>(PrivateAlloc(capacity_ * sizeof(slots_[0])));
+    if (slots_ == nullptr) return false;
+    size_.store(capacity_, std::memory_order_release);
+  }
+  local_wiped_ = madvise(&local_, sizeof(Local), MADV_WIPEONFORK) == 0;
+  local_started_ = true;
   return true;
 }
 
 SocketState* SocketTable::NewEntry() {
-  if (local_->free_list != nullptr) {
-    SocketState* s = local_->free_list;
-    local_->free_list = s->next_free;
+  if (local_.free_list != nullptr) {
+    SocketState* s = local_.free_list;
+    local_.free_list = s->next_free;
     s->ResetForReuse();
     return s;
   }
@@ -63,10 +63,10 @@ SocketState* SocketTable::NewEntry() {
 
 SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {
   const unsigned index = static_cast<unsigned>(fd);
-  if (index >= size_.load(std::memory_order_relaxed)) return nullptr;
+  if (index >= capacity_) return nullptr;
   if (Reentered()) return nullptr;
   Lock();
-  if (local_ == nullptr && !MapLocal()) {
+  if (!local_started_ && !StartWithFirstSocket()) {
     Unlock();
     return nullptr;
   }
@@ -138,7 +138,8 @@ void SocketTable::ReleaseRange(unsigned first, unsigned last) {
   const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed);
   if (last > end) last = end;
   for (unsigned fd = first; fd <= last; ++fd) {
-    if (slots_ != nullptr && slots_[fd].load(std::memory_order_relaxed) != nullptr) Release(static_cast<int>(fd));
+    // Lookup: the slots come with size_, published by another thread's first socket maybe.
+    if (Lookup(static_cast<int>(fd)) != nullptr) Release(static_cast<int>(fd));
   }
 }
 
@@ -183,8 +184,8 @@ void SocketTable::Retire(int fd, SocketState* s, bool fd_is_live, int gone_errno
     }
   }
   if (s->WorthReporting()) FoldIntoGroup(s);
-  s->next_free = local_->free_list;
-  local_->free_list = s;
+  s->next_free = local_.free_list;
+  local_.free_list = s;
 }
 
 int SocketTable::OtherFdOf(const SocketState* s) const {
@@ -209,32 +210,32 @@ void SocketTable::FoldIntoGroup(SocketState* closed) {
   const uint64_t hash = closed->id.GroupHash() ^ (inherited ? 0x9e3779b97f4a7c15ull : 0);
   const int capacity = kMaxGroups * 2;
   for (int i = 0; i < capacity; ++i) {
-    SocketState*& slot = local_->groups[(hash + static_cast<uint64_t>(i)) % capacity];
+    SocketState*& slot = local_.groups[(hash + static_cast<uint64_t>(i)) % capacity];
     if (slot != nullptr && slot->Inherited() == inherited && slot->id.SameGroup(closed->id)) {
       slot->MergeFrom(*closed);
       CallSitesFold(closed->id.cookie, slot);
       return;
     }
     if (slot == nullptr) {
-      if (local_->group_count >= kMaxGroups) break;
+      if (local_.group_count >= kMaxGroups) break;
       slot = NewGroupEntry();
       if (slot == nullptr) return;
-      ++local_->group_count;
+      ++local_.group_count;
       slot->MergeFrom(*closed);
       CallSitesFold(closed->id.cookie, slot);
       return;
     }
   }
-  if (local_->overflow_group == nullptr) local_->overflow_group = NewGroupEntry();
-  if (local_->overflow_group == nullptr) return;
-  ++local_->groups_dropped;
-  local_->overflow_group->MergeFrom(*closed);
-  CallSitesFold(closed->id.cookie, local_->overflow_group);
+  if (local_.overflow_group == nullptr) local_.overflow_group = NewGroupEntry();
+  if (local_.overflow_group == nullptr) return;
+  ++local_.groups_dropped;
+  local_.overflow_group->MergeFrom(*closed);
+  CallSitesFold(closed->id.cookie, local_.overflow_group);
 }
 
 SocketState* SocketTable::NewGroupEntry() {
-  if (local_->group_entries_taken > kMaxGroups) return nullptr;
-  void* p = &local_->group_entries[static_cast<size_t>(local_->group_entries_taken++) * sizeof(SocketState)];
+  if (local_.group_entries_taken > kMaxGroups) return nullptr;
+  void* p = &local_.group_entries[static_cast<size_t>(local_.group_entries_taken++) * sizeof(SocketState)];
   g_process_page.table_grouped = true;
   return new (p) SocketState();
 }
@@ -264,16 +265,15 @@ void SocketTable::ResetInChild() {
     }
     if (s->policy_state != nullptr) ResetPolicyInChild(s->policy_state);
   }
-  if (!local_wiped_) ForgetGroupsAndFreeEntries();
+  if (local_started_ && !local_wiped_) ForgetGroupsAndFreeEntries();
   ResetExperimentInChild();
 }
 
 void SocketTable::ForgetGroupsAndFreeEntries() {
-  if (local_ == nullptr) return;
-  // The entries taken, not the whole reserved mapping.
-  const size_t taken = static_cast<size_t>(local_->group_entries_taken);
+  // The entries taken, not the whole of Local.
+  const size_t taken = static_cast<size_t>(local_.group_entries_taken);
   const size_t used = offsetof(Local, group_entries) + taken * sizeof(SocketState);
-  memset(static_cast<void*>(local_), 0, used);
+  memset(static_cast<void*>(&local_), 0, used);
 }
 
 }  // namespace tcpadvise

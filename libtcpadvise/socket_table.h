@@ -25,15 +25,17 @@ constexpr int kMaxGroups = 1024;
 // SocketTable maps fds to SocketState entries.
 class SocketTable {
  public:
-  // SocketTable::Init sizes the table from RLIMIT_NOFILE's hard limit (capped)
-  // with an mmap that costs nothing until used; false on failure (the shim then
-  // stays inert). The per-process part (Local) is mapped with the first socket.
-  bool Init();
+  // SocketTable::Init sizes the table from RLIMIT_NOFILE's hard limit
+  // (capped). Its slots come from the private heap with the first socket (a
+  // process that tracks none has none), carved from the heap's mapping rather
+  // than a mapping of their own: each mapping costs every fork and exit of the
+  // process (bench/fork_child_costs.c, vmas).
+  void Init();
 
   // SocketTable::Lookup returns the entry for fd, or nullptr.
   SocketState* Lookup(int fd) const {
     const unsigned index = static_cast<unsigned>(fd);
-    if (index >= size_.load(std::memory_order_relaxed)) return nullptr;
+    if (index >= size_.load(std::memory_order_acquire)) return nullptr;
     return slots_[index].load(std::memory_order_acquire);
   }
 
@@ -41,7 +43,7 @@ class SocketTable {
   unsigned MaxTrackedFd() const { return max_tracked_fd_.load(std::memory_order_relaxed); }
 
   // SocketTable::Covers tells whether fd fits in the table.
-  bool Covers(int fd) const { return static_cast<unsigned>(fd) < size_.load(std::memory_order_relaxed); }
+  bool Covers(int fd) const { return static_cast<unsigned>(fd) < capacity_; }
 
   // SocketTable::Track starts tracking fd with a new entry (replacing any
   // stale one, left by a close the shim did not see); nullptr if fd is out of range or memory ran out.
@@ -112,15 +114,13 @@ class SocketTable {
   void ResetInChild();
 
   // SocketTable::ForgetGroupsAndFreeEntries empties the group table and the
-  // free list, leaving their entries as they are (tests, and a fork child
-  // whose kernel does not zero them).
+  // free list, leaving their entries as they are (a test's new table, and a
+  // fork child whose kernel does not zero them).
   void ForgetGroupsAndFreeEntries();
 
   // SocketTable::groups_dropped counts closed sockets that went to the
   // overflow group.
-  uint64_t groups_dropped() const {
-    return local_ != nullptr && g_process_page.table_grouped ? local_->groups_dropped : 0;
-  }
+  uint64_t groups_dropped() const { return g_process_page.table_grouped ? local_.groups_dropped : 0; }
 
  private:
   SocketState* NewEntry();
@@ -131,13 +131,16 @@ class SocketTable {
 
   // Local is what the table keeps for this process alone: the closed
   // sockets' groups (table and entries) and the free entries, in pages that
-  // each fork child starts zeroed (MADV_WIPEONFORK, else ResetInChild zeroes
-  // them). The parent's closes and folds after a fork copy none of them; the
-  // child reads none of its parent's groups and takes none of its free
-  // entries (they stay, unused, shared with the parent). Group entries are
-  // taken in order and never freed; only those taken cost memory (the
-  // mapping is reserved, not committed).
-  struct Local {
+  // each fork child starts zeroed (MADV_WIPEONFORK from the first socket on,
+  // else ResetInChild zeroes them). The parent's closes and folds after a
+  // fork copy none of them; the child reads none of its parent's groups and
+  // takes none of its free entries (they stay, unused, shared with the
+  // parent). Group entries are taken in order and never freed; only those
+  // taken are ever written. One for the process (a table made by a test
+  // shares it: ForgetGroupsAndFreeEntries), in the shim's zeroed data right
+  // before the process page (preload/child_layout.ld), wiped as it is: the
+  // two are one mapping, where Local was one more of its own.
+  struct alignas(4096) Local {
     SocketState* groups[kMaxGroups * 2];  // open addressing, half full at most
     int group_count;
     SocketState* overflow_group;
@@ -147,13 +150,15 @@ class SocketTable {
     alignas(SocketState) unsigned char group_entries[(kMaxGroups + 1) * sizeof(SocketState)];
   };
   SocketState* NewGroupEntry();
-  bool MapLocal();
+  bool StartWithFirstSocket();
 
-  std::atomic<unsigned> size_{0};
+  unsigned capacity_ = 0;                   // fds the table may hold (Init)
+  std::atomic<unsigned> size_{0};           // fds it holds: 0 until the slots exist
   std::atomic<SocketState*>* slots_ = nullptr;
   std::atomic<unsigned> max_tracked_fd_{0};
-  Local* local_ = nullptr;
-  bool local_wiped_ = false;
+  bool local_started_ = false;  // Local is in use (the first socket came)
+  bool local_wiped_ = false;    // and the kernel wipes it in fork children
+  static Local local_;
 };
 
 template <typename Fn>
@@ -175,15 +180,15 @@ template <typename Fn>
 void SocketTable::ForEachGroup(Fn fn) {
   // A process that folded no group (a fork child's trace) reads none of
   // Local's pages; then only as far as the last group.
-  if (local_ == nullptr || !g_process_page.table_grouped) return;
-  int left = local_->group_count;
+  if (!g_process_page.table_grouped) return;
+  int left = local_.group_count;
   for (int i = 0; left > 0 && i < kMaxGroups * 2; ++i) {
-    if (SocketState* g = local_->groups[i]) {
+    if (SocketState* g = local_.groups[i]) {
       --left;
       fn(g);
     }
   }
-  if (local_->overflow_group != nullptr) fn(local_->overflow_group);
+  if (local_.overflow_group != nullptr) fn(local_.overflow_group);
 }
 
 // g_table is the process's socket table.
