@@ -91,6 +91,7 @@ def _records(path: Path, view: mmap.mmap, size: int) -> Spool:
     if header_bytes < HEADER.size or header_bytes % 8 or header_bytes > size:
         raise NotATraceError(f"{path}: not a tcpadvise trace spool (header of {header_bytes} bytes)")
     end = min(offset, capacity, size)
+    cut_short = size < min(offset, capacity)
     records, uncommitted, garbage = [], 0, 0
     at = header_bytes
     while at + RECORD.size <= end:
@@ -102,6 +103,8 @@ def _records(path: Path, view: mmap.mmap, size: int) -> Spool:
                 uncommitted += 1
             at += (RECORD.size + length + 7) & ~7
             continue
+        if record_magic == RECORD_MAGIC and length <= RECORD_BOUND and cut_short:
+            break  # the file ends within this record
         # Not a record: skip to the next record's magic at a multiple of 8.
         following = _next_record(view, at + 8, end)
         if any(view[at:following]):  # not an unwritten claim (zeros)
@@ -112,7 +115,7 @@ def _records(path: Path, view: mmap.mmap, size: int) -> Spool:
         skipped.append(f"{uncommitted} record(s) never committed (their process died writing them)")
     if garbage:
         skipped.append(f"{garbage} stretch(es) of bytes that are no record")
-    if offset > size and offset <= capacity:
+    if cut_short:
         skipped.append(f"the records past byte {size} (the file was cut short)")
     return Spool(records, f"{path}: skipped {' and '.join(skipped)}" if skipped else None)
 
