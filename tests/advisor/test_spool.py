@@ -60,6 +60,10 @@ def test_an_uncommitted_record_and_garbage_are_skipped_with_one_warning(tmp_path
     assert sorted(trace.data["pid"] for trace in inputs.traces) == [20, 22, 23]
     assert inputs.warnings == [f"{path}: skipped 1 record(s) never committed (their process died writing them) "
                                "and 1 stretch(es) of bytes that are no record"]
+    assert inputs.damaged == [path]
+    result = invoke("report", tmp_path)
+    assert result.exit_code == 3 and "Traceback" not in result.output
+    assert "never committed" in result.output
 
 
 def test_a_record_that_is_not_a_valid_trace_is_skipped_like_a_damaged_file(tmp_path):

@@ -201,6 +201,7 @@ def _spooled(path: Path, compact: bool, warnings: list[str], damaged: list[Path]
     found = spool.read(path)
     if found.problem is not None:
         warnings.append(found.problem)
+        damaged.append(path)
     traces, names = [], set()
     for record in found.records:
         name = Path(f"{path}#{record.pid}")
