@@ -193,7 +193,7 @@ def test_pgbench_connect_per_transaction_backends_write_to_the_postmasters_spool
     spools = list(server_shim.traces.glob("*.spool"))
     assert spools and all(path.stat().st_mode & 0o777 == 0o600 for path in spools)
     traces = load_traces(server_shim.traces)
-    (postmaster,) = [pid for pid, trace in traces.items() if pid not in {t["ppid"] for t in traces.values()}
+    (postmaster,) = [pid for pid, trace in traces.items() if trace["ppid"] not in traces
                      and any(t["ppid"] == pid for t in traces.values())]
     files = {int(path.name.split(".")[-2]) for path in server_shim.traces.glob("*.json")}
     backends = [pid for pid, trace in traces.items() if trace["ppid"] == postmaster]
