@@ -465,20 +465,21 @@ constexpr size_t kPathBytes = PATH_MAX + 300;
 
 // g_spool: the spool this process's fork children write their final traces
 // to (trace_spool.h), and the pid of the process that mapped it, whose own
-// traces are files. Written by SpoolBeforeFork in the parent only: a child
-// reads it (placed with what a child reads, preload/child_layout.ld).
+// traces are files; failed: a spool could not be made, and no more are tried
+// (one warning, and a line of each trace's shim_warnings). Written by
+// SpoolBeforeFork in the parent only: a child reads it, with what else a
+// child reads (preload/child_layout.ld).
 struct {
   SpoolHeader* header;
   int owner_pid;
+  bool failed;
 } g_spool;
 
 // g_spool_file: what the process that maps a spool keeps of it to allocate
-// its room (SpoolReserve); failed: a spool could not be made, and no more
-// are tried (one warning, and a line of each trace's shim_warnings).
+// its room (SpoolReserve).
 struct SpoolFile {
   char path[kPathBytes];
   uint64_t dev, ino;
-  bool failed;
 } g_spool_file;
 
 // TraceName writes dir/<dot>program.pid[.nonce]suffix to out (kPathBytes),
@@ -617,7 +618,7 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   const uint32_t warnings = ShimWarnings();
   if (warnings & kWarnFdBeyondTable) w->String("some sockets had fds above the shim's table size and were not tracked");
   if (warnings & kWarnOutOfMemory) w->String("the shim ran out of memory for its tables; some sockets were not tracked");
-  if (g_spool_file.failed) w->String("the shim could not create its trace spool; fork children wrote trace files");
+  if (g_spool.failed) w->String("the shim could not create its trace spool; fork children wrote trace files");
   w->EndArray();
   if (const char* fail_open = PolicyFailOpenReason()) {
     w->Key("policy_fail_open");
@@ -721,7 +722,7 @@ static bool InSpool(const JsonWriter& w) {
     if (spool == nullptr && errno != EEXIST) break;
   }
   if (spool == nullptr) {
-    g_spool_file.failed = true;
+    g_spool.failed = true;
     RawWarning("cannot create the trace spool %s: %s; fork children write trace files", g_spool_file.path,
                strerror(errno));
     return;
@@ -732,7 +733,7 @@ static bool InSpool(const JsonWriter& w) {
 }
 
 void SpoolBeforeFork() {
-  if (g_spool_file.failed) return;
+  if (g_spool.failed) return;
   ErrnoSaver errno_saver;
   SpoolHeader* spool = g_spool.header;
   if (spool == nullptr || SpoolHalfFull(spool)) {
