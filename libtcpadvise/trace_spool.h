@@ -13,7 +13,8 @@
 //     claim; beyond the room once a claim failed), owner pid i32, record
 //     bound u32, created unix ns u64, allocated u64 (the bytes given blocks
 //     so far, SpoolReserve), zeros;
-//   records from the header's end, each at a multiple of 8: magic u32
+//   records from the header's end, each at a multiple of 8 (one that fits
+//     in a 4 KiB page within one page; zeros between): magic u32
 //     (kSpoolRecordMagic, bytes ff 'R' 'E' 'C': 0xff is in no UTF-8 text, so a
 //     reader that lost its place finds the next record by its magic), length
 //     u32 (the JSON's bytes), state u32 (kSpoolCommitted once the JSON is
@@ -49,6 +50,9 @@ constexpr uint32_t kSpoolRecordBound = 1u << 20;
 // past the allocated bytes fails, and its trace goes to a file. On tmpfs it
 // is memory held ahead of use.
 constexpr uint64_t kSpoolReserveStep = uint64_t{4} << 20;
+
+// kSpoolPage: records up to a page long never straddle two (SpoolAppend).
+constexpr uint64_t kSpoolPage = 4096;
 
 struct SpoolHeader {
   char magic[8];
@@ -98,9 +102,10 @@ bool SpoolReserve(SpoolHeader* spool, const char* path, uint64_t dev, uint64_t i
 // UnmapSpool unmaps a spool this process mapped (the file stays).
 void UnmapSpool(SpoolHeader* spool);
 
-// SpoolAppend copies size bytes into a new committed record of the spool;
-// false when they are over the record bound or past the room left (the
-// caller writes them elsewhere). No system call, nothing allocated: the
+// SpoolAppend copies size bytes into a new committed record of the spool
+// (claimed by compare-and-swap on the header's offset, then copied, then
+// committed with release ordering); false when they are over the record
+// bound or past the room left (the caller writes them elsewhere). No system call, nothing allocated: the
 // pages it writes are the shared file's.
 bool SpoolAppend(SpoolHeader* spool, const char* data, size_t size, int pid);
 

@@ -20,14 +20,18 @@ struct Record {
   std::string json;
 };
 
-// Records walks the committed records as a reader does (records only where
-// the claims reached).
+// Records walks the committed records as a reader does: where the claims
+// reached, over the zeros before a record moved to the next page.
 std::vector<Record> Records(const SpoolHeader* spool) {
   std::vector<Record> records;
   const char* base = reinterpret_cast<const char*>(spool);
   const uint64_t end = spool->offset.load() < spool->capacity ? spool->offset.load() : spool->capacity;
   for (uint64_t at = kSpoolHeaderBytes; at + sizeof(SpoolRecordHeader) <= end;) {
     const auto* r = reinterpret_cast<const SpoolRecordHeader*>(base + at);
+    if (r->magic == 0) {
+      at += 8;
+      continue;
+    }
     if (r->magic != kSpoolRecordMagic) break;
     if (r->state.load() == kSpoolCommitted) records.push_back({r->pid, std::string(reinterpret_cast<const char*>(r) + sizeof(*r), r->length)});
     at += (sizeof(SpoolRecordHeader) + r->length + 7) & ~uint64_t{7};
@@ -101,6 +105,33 @@ TEST_F(TraceSpoolTest, AppendsCommittedRecordsEightByteAligned) {
   ASSERT_EQ(pread(fd, bytes, sizeof(bytes), kSpoolHeaderBytes), 16);
   close(fd);
   EXPECT_EQ(memcmp(bytes, "\xffREC\x07\0\0\0CMIT", 12), 0);
+}
+
+TEST_F(TraceSpoolTest, ARecordThatFitsInAPageNeverStraddlesTwo) {
+  SpoolHeader* spool = Map(1 << 20);
+  ASSERT_NE(spool, nullptr);
+  const std::string trace(3000, 't');  // a PostgreSQL backend's, about
+  std::vector<uint64_t> starts;
+  for (int i = 0; i < 10; ++i) {
+    starts.push_back(spool->offset.load());
+    ASSERT_TRUE(SpoolAppend(spool, trace.data(), trace.size(), 100 + i));
+  }
+  EXPECT_EQ(Records(spool).size(), 10u);
+  const char* base = reinterpret_cast<const char*>(spool);
+  int found = 0;
+  for (uint64_t page = 0; page < 11 * kSpoolPage; page += 8) {
+    const auto* r = reinterpret_cast<const SpoolRecordHeader*>(base + page);
+    if (r->magic != kSpoolRecordMagic) continue;
+    ++found;
+    EXPECT_EQ(r->state.load(), kSpoolCommitted);
+    EXPECT_EQ(page / kSpoolPage, (page + sizeof(*r) + r->length - 1) / kSpoolPage) << page;
+  }
+  EXPECT_EQ(found, 10);
+  // Larger than a page: claimed where the last one ended.
+  const std::string big(6000, 'b');
+  const uint64_t before = spool->offset.load();
+  ASSERT_TRUE(SpoolAppend(spool, big.data(), big.size(), 200));
+  EXPECT_EQ(spool->offset.load(), before + ((16 + 6000 + 7) & ~7));
 }
 
 TEST_F(TraceSpoolTest, AFullSpoolOrAnOversizedTraceIsRefused) {
