@@ -33,7 +33,9 @@ std::vector<Record> Records(const SpoolHeader* spool) {
       continue;
     }
     if (r->magic != kSpoolRecordMagic) break;
-    if (r->state.load() == kSpoolCommitted) records.push_back({r->pid, std::string(reinterpret_cast<const char*>(r) + sizeof(*r), r->length)});
+    if (r->state.load() == kSpoolCommitted) {
+      records.push_back({r->pid, std::string(reinterpret_cast<const char*>(r) + sizeof(*r), r->length)});
+    }
     at += (sizeof(SpoolRecordHeader) + r->length + 7) & ~uint64_t{7};
   }
   return records;

@@ -58,12 +58,12 @@ def test_an_uncommitted_record_and_garbage_are_skipped_with_one_warning(tmp_path
     path.write_bytes(spool_bytes(trace_record(20), torn, unwritten, trace_record(22), garbage, trace_record(23)))
     inputs = load_inputs([tmp_path])
     assert sorted(trace.data["pid"] for trace in inputs.traces) == [20, 22, 23]
-    assert inputs.warnings == [f"{path}: skipped 1 record(s) never committed (their process died writing them) "
-                               "and 1 stretch(es) of bytes that are no record"]
+    assert inputs.warnings == [f"{path}: skipped 1 record(s) not committed (their process died, or was still, "
+                               "writing them) and 1 stretch(es) of bytes that are no record"]
     assert inputs.damaged == [path]
     result = invoke("report", tmp_path)
     assert result.exit_code == 3 and "Traceback" not in result.output
-    assert "never committed" in result.output
+    assert "not committed" in result.output
 
 
 def test_a_record_that_is_not_a_valid_trace_is_skipped_like_a_damaged_file(tmp_path):
@@ -79,7 +79,7 @@ def test_a_record_that_is_not_a_valid_trace_is_skipped_like_a_damaged_file(tmp_p
 
 
 @pytest.mark.parametrize("content, fragment", [
-    (b"TCPASP", "shorter than its header"),
+    (b"TCPASP", "less than a header"),
     (spool_bytes(magic=b"NOTASPOL"), "no TCPASPOL magic"),
 ])
 def test_a_file_named_on_its_own_that_is_no_spool_is_a_one_line_error(tmp_path, content, fragment):

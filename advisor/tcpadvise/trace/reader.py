@@ -155,14 +155,16 @@ def input_files(paths: Iterable[Path]) -> list[Path]:
                 found = sorted(
                     entry
                     for entry in path.iterdir()
-                    if entry.suffix in (".json", spool.SUFFIX) and not entry.name.startswith(".") and entry.is_file()
+                    if entry.suffix in (".json", spool.SUFFIX)
+                    and not entry.name.startswith(".")
+                    and entry.is_file()
                 )
             except OSError as error:
                 raise BadInputError(f"{path}: cannot read ({error.strerror})") from None
             if not found:
                 raise NoTracesError(
-                    f"{path}: no traces here (the shim writes <program>.<pid>.json, a forking server's children "
-                    f"<program>.<pid>.<nonce>.spool, 'tcpadvise record' adds {RECORD_FILE})"
+                    f"{path}: no traces here (the shim writes <program>.<pid>.json, a forking "
+                    f"server's children <program>.<pid>.<nonce>.spool, 'tcpadvise record' adds {RECORD_FILE})"
                 )
         elif path.exists():
             found = [path]
@@ -194,7 +196,9 @@ def load_file(path: Path, *, compact: bool = False, keep_open: bool = False) -> 
     return _document(path, raw, compact)
 
 
-def _spooled(path: Path, compact: bool, warnings: list[str], damaged: list[Path], errors: list) -> list[Trace]:
+def _spooled(
+    path: Path, compact: bool, warnings: list[str], damaged: list[Path], errors: list
+) -> list[Trace]:
     """The traces of the spool at path (NotATraceError, UnknownSchemaError: not one the advisor
     reads); each record is judged as a trace file named <spool>#<pid> is, a damaged one skipped with
     a warning, and what the spool's reader skipped is one more warning."""

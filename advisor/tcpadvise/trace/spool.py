@@ -23,8 +23,9 @@ from ..errors import BadInputError, NotATraceError, UnknownSchemaError
 SUFFIX = ".spool"
 MAGIC = b"TCPASPOL"
 VERSION = 1
-HEADER = struct.Struct("<8sIIQQiIQQQ")  # magic, version, header bytes, capacity, offset, owner pid, record bound,
-# created unix ns, allocated, reserved
+# HEADER: magic, version, header bytes, capacity, offset, owner pid, record bound, created unix ns,
+# allocated, reserved.
+HEADER = struct.Struct("<8sIIQQiIQQQ")
 RECORD = struct.Struct("<4sIIi")  # magic, length, state, pid
 RECORD_MAGIC = b"\xffREC"
 COMMITTED = struct.unpack("<I", b"CMIT")[0]
@@ -71,9 +72,10 @@ def read(path: Path) -> Spool:
     try:
         size = os.fstat(fd).st_size
         if size < HEADER.size:
-            raise NotATraceError(f"{path}: not a tcpadvise trace spool ({size} bytes, shorter than its header)")
+            raise NotATraceError(f"{path}: not a tcpadvise trace spool ({size} bytes, less than a header)")
         if size > SIZE_BOUND:
-            raise NotATraceError(f"{path}: not a tcpadvise trace spool ({size} bytes, over {SIZE_BOUND >> 20} MiB)")
+            bound = SIZE_BOUND >> 20
+            raise NotATraceError(f"{path}: not a tcpadvise trace spool ({size} bytes, over {bound} MiB)")
         with mmap.mmap(fd, size, prot=mmap.PROT_READ) as view:
             return _records(path, view, size)
     except OSError as error:
@@ -87,7 +89,9 @@ def _records(path: Path, view: mmap.mmap, size: int) -> Spool:
     if magic != MAGIC:
         raise NotATraceError(f"{path}: not a tcpadvise trace spool (no {MAGIC.decode()} magic)")
     if version != VERSION:
-        raise UnknownSchemaError(f"{path}: unknown trace spool version {version}; this tcpadvise knows {VERSION}")
+        raise UnknownSchemaError(
+            f"{path}: unknown trace spool version {version}; this tcpadvise knows {VERSION}"
+        )
     if header_bytes < HEADER.size or header_bytes % 8 or header_bytes > size:
         raise NotATraceError(f"{path}: not a tcpadvise trace spool (header of {header_bytes} bytes)")
     end = min(offset, capacity, size)
@@ -112,7 +116,9 @@ def _records(path: Path, view: mmap.mmap, size: int) -> Spool:
         at = following
     skipped = []
     if uncommitted:
-        skipped.append(f"{uncommitted} record(s) never committed (their process died writing them)")
+        skipped.append(
+            f"{uncommitted} record(s) not committed (their process died, or was still, writing them)"
+        )
     if garbage:
         skipped.append(f"{garbage} stretch(es) of bytes that are no record")
     if cut_short:
