@@ -27,7 +27,7 @@ SpoolHeader* MapSpool(const char* path, uint64_t capacity, int owner_pid, uint64
                       uint64_t* ino) {
   const int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return nullptr;
-  const uint64_t allocated = capacity < kSpoolReserveStep ? capacity : kSpoolReserveStep;
+  const uint64_t allocated = capacity < kSpoolFirstReserve ? capacity : kSpoolFirstReserve;
   struct stat st;
   void* map = MAP_FAILED;
   if (fstat(fd, &st) == 0 && ftruncate(fd, static_cast<off_t>(capacity)) == 0 && Allocate(fd, allocated)) {
@@ -59,8 +59,8 @@ bool SpoolReserve(SpoolHeader* spool, const char* path, uint64_t dev, uint64_t i
   const int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return false;
   const uint64_t allocated = spool->allocated.load(std::memory_order_relaxed);
-  const uint64_t end = allocated + kSpoolReserveStep < spool->capacity ? allocated + kSpoolReserveStep
-                                                                       : spool->capacity;
+  const uint64_t step = SpoolReserveStep(allocated);
+  const uint64_t end = allocated + step < spool->capacity ? allocated + step : spool->capacity;
   struct stat st;
   const bool same = fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
   const bool reserved = same && Allocate(fd, end);

@@ -44,11 +44,14 @@ constexpr uint64_t kSpoolCapacity = uint64_t{64} << 20;
 // held 10k connections): one child does not take a spool's room from the
 // others.
 constexpr uint32_t kSpoolRecordBound = 1u << 20;
-// kSpoolReserveStep: the spool's blocks are allocated (fallocate) this much
-// at a time ahead of the claims, by the parent (SpoolReserve): a child that
-// wrote into a hole of a full file system would get SIGBUS, where a claim
-// past the allocated bytes fails, and its trace goes to a file. On tmpfs it
-// is memory held ahead of use.
+// kSpoolFirstReserve, kSpoolReserveStep: the spool's blocks are allocated
+// (fallocate) ahead of the claims, by the parent (SpoolReserve): a child
+// that wrote into a hole of a full file system would get SIGBUS, where a
+// claim past the allocated bytes fails, and its trace goes to a file. 256 KiB
+// at first (a process that forks only to exec leaves an empty spool: 256
+// KiB on disk, or of memory on tmpfs), then as much again each time half the
+// room ahead is claimed, 4 MiB at most at a time.
+constexpr uint64_t kSpoolFirstReserve = uint64_t{256} << 10;
 constexpr uint64_t kSpoolReserveStep = uint64_t{4} << 20;
 
 // kSpoolPage: records up to a page long never straddle two (SpoolAppend).
@@ -78,25 +81,30 @@ struct SpoolRecordHeader {
 static_assert(sizeof(SpoolRecordHeader) == 16, "a record's header is 16 bytes");
 
 // MapSpool creates path (O_EXCL|O_NOFOLLOW|O_CLOEXEC, 0600), sizes it to
-// capacity (sparse), allocates its first kSpoolReserveStep bytes, maps it
+// capacity (sparse), allocates its first kSpoolFirstReserve bytes, maps it
 // shared and writes its header; its device and inode go to dev and ino.
 // nullptr with errno set on failure (the file is removed). The fd is closed
 // either way.
 SpoolHeader* MapSpool(const char* path, uint64_t capacity, int owner_pid, uint64_t now_unix_ns, uint64_t* dev,
                       uint64_t* ino);
 
-// SpoolNeedsReserve: whether less than half a kSpoolReserveStep is left
-// allocated ahead of the claims (one read of the header's cache line).
+// SpoolReserveStep: the bytes SpoolReserve adds to what is allocated.
+inline uint64_t SpoolReserveStep(uint64_t allocated) {
+  return allocated < kSpoolReserveStep ? allocated : kSpoolReserveStep;
+}
+
+// SpoolNeedsReserve: whether less than half the next step is left allocated
+// ahead of the claims (one read of the header's cache line).
 inline bool SpoolNeedsReserve(const SpoolHeader* spool) {
   const uint64_t allocated = spool->allocated.load(std::memory_order_relaxed);
   return allocated < spool->capacity &&
-         spool->offset.load(std::memory_order_relaxed) + kSpoolReserveStep / 2 > allocated;
+         spool->offset.load(std::memory_order_relaxed) + SpoolReserveStep(allocated) / 2 > allocated;
 }
 
-// SpoolReserve allocates the spool's next kSpoolReserveStep bytes: path
+// SpoolReserve allocates the spool's next step (SpoolReserveStep): path
 // opened again (O_NOFOLLOW), the same file as mapped (dev and ino) or none,
-// fallocate, close; one in a thousand or so children's forks. False when it
-// could not (the claims then stop at what is allocated).
+// fallocate, close; some ten times in a spool's life. False when it could
+// not (the claims then stop at what is allocated).
 bool SpoolReserve(SpoolHeader* spool, const char* path, uint64_t dev, uint64_t ino);
 
 // UnmapSpool unmaps a spool this process mapped (the file stays).

@@ -71,11 +71,11 @@ TEST_F(TraceSpoolTest, CreatesAPrivateSparseFileWithItsHeader) {
   ASSERT_EQ(stat(path_.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(static_cast<uint64_t>(st.st_size), kSpoolCapacity);
-  EXPECT_LE(static_cast<uint64_t>(st.st_blocks) * 512, kSpoolReserveStep + 65536);  // only the reserve has blocks
+  EXPECT_LE(static_cast<uint64_t>(st.st_blocks) * 512, kSpoolFirstReserve + 65536);  // only the reserve has blocks
   EXPECT_EQ(memcmp(spool->magic, "TCPASPOL", 8), 0);
   EXPECT_EQ(spool->version, 1u);
   EXPECT_EQ(spool->offset.load(), kSpoolHeaderBytes);
-  EXPECT_EQ(spool->allocated.load(), kSpoolReserveStep);
+  EXPECT_EQ(spool->allocated.load(), kSpoolFirstReserve);
   EXPECT_EQ(spool->owner_pid, getpid());
   EXPECT_FALSE(SpoolHalfFull(spool));
   // Never over a file that is there, nor through a symlink.
@@ -155,23 +155,31 @@ TEST_F(TraceSpoolTest, ClaimsStopAtTheAllocatedRoomUntilTheParentReservesMore) {
   const std::string trace(64 * 1024 - 16, 'z');
   int appended = 0;
   while (SpoolAppend(spool, trace.data(), trace.size(), 7)) ++appended;
-  EXPECT_EQ(static_cast<uint64_t>(appended), kSpoolReserveStep / (64 * 1024) - 1);
+  EXPECT_EQ(static_cast<uint64_t>(appended), kSpoolFirstReserve / (64 * 1024) - 1);
   EXPECT_TRUE(SpoolNeedsReserve(spool));
   EXPECT_FALSE(SpoolReserve(spool, path_.c_str(), dev_, ino_ + 1));  // another file: no
-  ASSERT_TRUE(SpoolReserve(spool, path_.c_str(), dev_, ino_));
-  EXPECT_EQ(spool->allocated.load(), 2 * kSpoolReserveStep);
-  EXPECT_TRUE(SpoolAppend(spool, trace.data(), trace.size(), 8));
-  EXPECT_FALSE(SpoolHalfFull(spool));
+  // The room doubles, up to kSpoolReserveStep a time, up to the capacity.
+  uint64_t expected = kSpoolFirstReserve;
+  while (expected < spool->capacity) {
+    ASSERT_TRUE(SpoolReserve(spool, path_.c_str(), dev_, ino_));
+    expected += expected < kSpoolReserveStep ? expected : kSpoolReserveStep;
+    if (expected > spool->capacity) expected = spool->capacity;
+    EXPECT_EQ(spool->allocated.load(), expected);
+    EXPECT_TRUE(SpoolAppend(spool, trace.data(), trace.size(), 8));
+  }
+  EXPECT_FALSE(SpoolNeedsReserve(spool));
   while (SpoolAppend(spool, trace.data(), trace.size(), 9)) {
   }
-  ASSERT_TRUE(SpoolReserve(spool, path_.c_str(), dev_, ino_));
-  EXPECT_TRUE(SpoolAppend(spool, trace.data(), trace.size(), 10));
   EXPECT_TRUE(SpoolHalfFull(spool));
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), 4 * kSpoolReserveStep);  // fallocate kept the size
 }
 
 TEST_F(TraceSpoolTest, ForkedChildrenAppendConcurrentlyWithoutLosingARecord) {
-  SpoolHeader* spool = Map(kSpoolCapacity);
+  SpoolHeader* spool = Map(kSpoolReserveStep);
   ASSERT_NE(spool, nullptr);
+  while (spool->allocated.load() < spool->capacity) ASSERT_TRUE(SpoolReserve(spool, path_.c_str(), dev_, ino_));
   constexpr int kChildren = 16, kEach = 200;
   std::vector<pid_t> children;
   for (int c = 0; c < kChildren; ++c) {
