@@ -722,7 +722,10 @@ static bool InSpool(const JsonWriter& w) {
     if (spool == nullptr && errno != EEXIST) break;
   }
   if (spool == nullptr) {
+    // One warning for the process: the same cause (a directory that is
+    // not there) fails its trace's file too.
     g_spool.failed = true;
+    g_process_page.trace_warned = true;
     RawWarning("cannot create the trace spool %s: %s; fork children write trace files", g_spool_file.path,
                strerror(errno));
     return;
