@@ -73,7 +73,8 @@ HEADER = """\
    by a server's sigaction calls), the deadline thread's state, the held
    set's use and the experiments' draws (read by the fork handler), and the
    count of modules the call sites' snapshot holds (read by the trace of a
-   child that loaded no unwinder: alone on a page, it was one more fault). The child copies one page of the
+   child that loaded no unwinder: alone on a page, it was one more fault),
+   the snapshot deadline (set again by its fork handler). The child copies one page of the
    shim's data where it faulted on four. */
 SECTIONS
 {
@@ -89,6 +90,7 @@ SECTIONS
     *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_drawsE)
     *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_ownedE)
     *(.bss._ZN9tcpadvise12_GLOBAL__N_114g_module_countE)
+    *(.data._ZN9tcpadvise20g_next_snapshot_tickE)
     *(.data._ZN9tcpadvise9g_runtimeE)
   }
 }

@@ -34,6 +34,11 @@ from tcpadvise.bench.cgroup import Hierarchy, cpu_accounting
 from tcpadvise.bench.servers import PINS, SERVERS, ServerArm, placement, run_server_arm
 from tcpadvise.bench.suites import POLICIES
 
+from fork_echo import ForkEcho
+
+# The bench's servers, and the fork-per-connection server of bench/fork_echo.c.
+CHOICES = (*SERVERS, ForkEcho())
+
 def named(text: str) -> tuple[str, Path]:
     name, _, path = text.rpartition("=")
     return name or Path(path).parent.name, Path(path).resolve()
@@ -69,7 +74,10 @@ def main() -> int:
     parser.add_argument("--new-env", action="append", type=setting, default=[], metavar="TCPADVISE_NAME=VALUE",
                         help="a shim setting for the --new build only (TCPADVISE_CALL_SITES=off with --new the "
                              "same file as --base: what sampling call sites costs)")
-    parser.add_argument("--server", default="redis", choices=[server.name for server in SERVERS])
+    parser.add_argument("--env", action="append", type=setting, default=[], metavar="TCPADVISE_NAME=VALUE",
+                        help="a shim setting for every build (TCPADVISE_INTERVAL=5, the default outside the bench, "
+                             "which runs the shim at 0)")
+    parser.add_argument("--server", default="redis", choices=[server.name for server in CHOICES])
     parser.add_argument("--policy", action="append", choices=sorted(POLICIES), help="default: observe and cork")
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--seconds", type=listed(float), default=[2.0], help="comma-separated: each is compared")
@@ -83,14 +91,18 @@ def main() -> int:
     if not isinstance(accounting, Hierarchy):
         print(f"cpu_per_request: no CPU accounting here: {accounting}", file=sys.stderr)
         return 2
-    server = next(server for server in SERVERS if server.name == args.server)
+    server = next(server for server in CHOICES if server.name == args.server)
+    if why := server.missing():
+        print(f"cpu_per_request: {server.name}: {why}", file=sys.stderr)
+        return 2
     policies = args.policy or ["observe", "cork"]
     builds = [build for build in (args.base, args.new) if build]
     conditions = [f"{pin}@{seconds:g}s" for pin, seconds in itertools.product(args.pin, args.seconds)]
     shapes = {f"{pin}@{seconds:g}s": (pin, seconds) for pin, seconds in itertools.product(args.pin, args.seconds)}
     kinds = [("baseline", None, None)] + [(f"{build[0]}:{policy}", build[1], policy)
                                           for policy in policies for build in builds]
-    settings = {f"{args.new[0]}:{policy}": tuple(args.new_env) for policy in policies} if args.new else {}
+    settings = {f"{build[0]}:{policy}": (*args.env, *(args.new_env if build is args.new else ()))
+                for policy in policies for build in builds}
     arms = [(condition, *kind) for condition in conditions for kind in kinds]
     runs: dict[str, list[float]] = {f"{condition} {key}": [] for condition, key, _, _ in arms}
     paired: dict[str, list[float]] = {f"{condition} {key}": [] for condition, key, _, _ in arms if key != "baseline"}

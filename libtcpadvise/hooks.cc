@@ -302,8 +302,10 @@ int AfterAccept(int listen_fd, int fd, int flags, const AcceptedPeer* peer) {
     // A listener inherited through exec or created before the shim loaded.
     if (!IsTcpSocket(fd)) return NewFile(fd);
     TrackNew(listen_fd, Identify(listen_fd, Role::kListener), false);
+    OnListening();
   }
   TrackNew(fd, Identify(fd, Role::kServer, peer), (flags & SOCK_NONBLOCK) != 0);
+  OnConnectionTracked(/*accepted=*/true);
   if (g_policy_config != nullptr) {
     UpdateTracked(fd, [fd](SocketState* s) { AttachPolicy(fd, s, reinterpret_cast<const sockaddr*>(&s->id.peer)); });
   }
@@ -371,6 +373,7 @@ template <typename Call>
 int CloseSocket(int fd, SocketState* s, Call call) {
   {
     ErrnoSaver errno_saver;
+    OnSocketClosing(*s);
     ReleaseSocket(s, fd, FlushCause::kClose);
     g_table.Release(fd);
   }
@@ -609,6 +612,7 @@ int Connect(int fd, const struct sockaddr* addr, socklen_t addrlen) {
       if (s->id.local.ss_family == 0) s->id.local.ss_family = family;
       if (s->experiment_draw_pending) AttachPolicy(fd, s, reinterpret_cast<const sockaddr*>(&s->id.peer));
     });
+    if (g_table.Lookup(fd) != nullptr) OnConnectionTracked(/*accepted=*/false);
   }
   return result;
 }
@@ -617,6 +621,7 @@ int Listen(int fd, int backlog) {
   const int result = Real(g_real.listen)(fd, backlog);
   if (result == 0) {
     UpdateTracked(fd, [fd](SocketState* s) { s->id = Identify(fd, Role::kListener); });
+    if (g_table.Lookup(fd) != nullptr) OnListening();
   }
   return result;
 }

@@ -49,11 +49,21 @@ struct alignas(4096) ProcessPage {
   // token names this process among those that share its memory image
   // (ProcessToken); 0 in a fork child until its handler sets it.
   uint64_t token;
+  // The snapshot thread's start (runtime.h: OnConnectionTracked): this
+  // process's forks, how many it had made at its last accept, whether it
+  // listens, and whether it closed, unused, a connection it accepted
+  // before a fork (handed it to a fork child, as a PostgreSQL postmaster
+  // does). Here, where the parent's writes after a fork copy no page, and a
+  // fork child starts with none of them.
+  uint32_t forks;
+  uint32_t forks_at_accept;
+  bool listens;
+  bool hands_off_connections;
   // The first bytes of each trace the trace writer renders (under
   // trace_mutex; trace_writer.cc), the rest of this page: a fork child's
   // trace (a PostgreSQL backend's, some 3 KB) goes to a page the child
   // already wrote, not to one more zeroed page of its own.
-  char trace_start[3712];
+  char trace_start[3696];
 };
 // One page, as MADV_WIPEONFORK and the child's fault count assume: a field
 // added above takes its room from trace_start.

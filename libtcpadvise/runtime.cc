@@ -71,6 +71,7 @@ bool StartSnapshotThreadOnce() {
 }
 
 void BeforeFork() {
+  ++g_process_page.forks;
   // The child must not send what the parent holds: it all goes out now.
   ReleaseAll(FlushCause::kFork);
   CallSitesBeforeFork();
@@ -100,11 +101,14 @@ void AfterForkInChild() {
   g_table.ResetInChild();
   ForgetPendingSignalInChild();
   CallSitesAfterForkInChild();
-  // The parent's snapshot thread did not survive the fork: the child starts
-  // its own at its next snapshot deadline or the next socket it tracks.
+  // The parent's snapshot thread did not survive the fork, and its deadline
+  // (or the mark of its thread's start) is not the child's: the child's
+  // first snapshot is an interval away, and its thread starts with a
+  // connection of its own (OnConnectionTracked) or at that deadline.
   if (g_snapshot_thread_started.load(std::memory_order_relaxed)) {
     g_snapshot_thread_started.store(false, std::memory_order_relaxed);
-    g_armed.store(false, std::memory_order_relaxed);
+  }
+  if (g_armed.load(std::memory_order_relaxed)) {
     g_next_snapshot_tick.store(ReadTicks() + IntervalTicks(), std::memory_order_relaxed);
   }
 }
@@ -247,12 +251,31 @@ void OnSocketTracked() {
   if (g_runtime.settings.interval_s <= 0) return;
   const uint64_t now = ReadTicks();
   if (!g_armed.exchange(true, std::memory_order_relaxed)) {
-    // Snapshots come on time from the snapshot thread, whatever the
-    // program does (idle in epoll_wait with every connection open).
-    if (StartSnapshotThreadOnce()) return;
     g_next_snapshot_tick.store(now + IntervalTicks(), std::memory_order_relaxed);
   }
   MaybeSnapshot(now);
+}
+
+void OnConnectionTracked(bool accepted) {
+  if (accepted) g_process_page.forks_at_accept = g_process_page.forks;
+  if (!g_armed.load(std::memory_order_relaxed) || g_process_page.hands_off_connections ||
+      g_snapshot_thread_started.load(std::memory_order_relaxed)) {
+    return;
+  }
+  // Due now: the next call that reads the clock (the connection's first
+  // write, its close) starts the thread, out of this call.
+  g_next_snapshot_tick.store(0, std::memory_order_relaxed);
+}
+
+void OnListening() {
+  if (!g_process_page.listens) g_process_page.listens = true;
+}
+
+void OnSocketClosing(const SocketState& s) {
+  if (s.id.role == Role::kServer && !s.stats.Active() && !s.Inherited() &&
+      g_process_page.forks != g_process_page.forks_at_accept && !g_process_page.hands_off_connections) {
+    g_process_page.hands_off_connections = true;
+  }
 }
 
 void SnapshotDue(uint64_t now_ticks) {
@@ -262,8 +285,14 @@ void SnapshotDue(uint64_t now_ticks) {
       !g_next_snapshot_tick.compare_exchange_strong(due, UINT64_MAX, std::memory_order_acq_rel)) {
     return;
   }
-  if (StartSnapshotThreadOnce()) return;  // the thread owns snapshots from now on
-  WriteTrace(/*final=*/false);
+  // The thread owns snapshots from its start on. Due at 0, it was marked to
+  // start (OnConnectionTracked); at a deadline, it starts unless the
+  // process listens (it may yet hand its connections to fork children:
+  // a postmaster idle for longer than the interval before its first). A
+  // process that hands its connections off takes its snapshots here.
+  const bool start = !g_process_page.hands_off_connections && (due == 0 || !g_process_page.listens);
+  if (start && StartSnapshotThreadOnce()) return;
+  if (due != 0) WriteTrace(/*final=*/false);  // 0: the thread's start was due, not a snapshot
   g_next_snapshot_tick.store(ReadTicks() + IntervalTicks(), std::memory_order_relaxed);
 }
 

@@ -102,9 +102,32 @@ inline void MaybeSnapshot(uint64_t now_ticks) {
   if (__builtin_expect(now_ticks >= g_next_snapshot_tick.load(std::memory_order_relaxed), 0)) SnapshotDue(now_ticks);
 }
 
-// OnSocketTracked starts the snapshot thread with the first tracked socket
-// (socket, accept), else arms the calling threads' deadline and checks it.
+// OnSocketTracked arms the first snapshot's deadline with the first tracked
+// socket (socket, accept) and checks it.
 void OnSocketTracked();
+
+// OnConnectionTracked starts the snapshot thread, from the next call that
+// reads the clock, with the process's first connection (accepted: true, or
+// connected), so that its snapshots come on time whatever it does next
+// (idle in epoll_wait with every connection open); not with its first
+// socket, nor in a process that hands its connections to fork children
+// (OnSocketClosing). glibc makes every fork of a process that ever started
+// a second thread a multi-threaded fork (its malloc, stdio and name service
+// locks taken before it and released on both sides after): some 10 page
+// faults more and 29 us a connection of a fork-per-connection server
+// (bench/fork_echo.c; README: "A fork-per-connection server"). Such a
+// process writes its snapshots from its own calls as their deadlines pass.
+void OnConnectionTracked(bool accepted);
+
+// OnListening notes that the process listens (listen, or a listener it
+// accepts on that it did not see made): until its first connection shows
+// what it does with them, a snapshot deadline starts no thread.
+void OnListening();
+
+// OnSocketClosing notes a close of s: a server connection closed unused
+// after a fork since the last accept is one the process handed to a fork
+// child, and it starts no snapshot thread from then on.
+void OnSocketClosing(const SocketState& s);
 
 // NoteTrackFailure remembers, for the trace, that a socket could not be tracked.
 void NoteTrackFailure(int fd);

@@ -122,11 +122,12 @@ def postgres_dir():
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def run_pgbench(shim, postgres_dir, *options, before_stop=None):
+def run_pgbench(shim, postgres_dir, *options, before_stop=None, interval=None):
     """pgbench with options (after -i, under the client's shim) against a PostgreSQL under the shim
-    with its traces in postgres_dir/traces; the run's output and the server's shim. before_stop, if
-    given, is called with the postmaster's pid once pgbench is done."""
-    server_shim = type(shim)(shim_env(postgres_dir / "traces"), postgres_dir / "traces")
+    with its traces in postgres_dir/traces (snapshots every `interval` seconds if given); the run's
+    output and the server's shim. before_stop, if given, is called with the postmaster's pid once
+    pgbench is done."""
+    server_shim = type(shim)(shim_env(postgres_dir / "traces", interval), postgres_dir / "traces")
     postgres = ForegroundServer("postgres.sh", [], server_shim, postgres_dir / "server")
     connect = ["pgbench", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres"]
     try:
@@ -208,6 +209,29 @@ def test_pgbench_connect_per_transaction_backends_write_to_the_postmasters_spool
     assert total(bench, "connections") >= clients * transactions
     assert total(served, "connections") == total(bench, "connections")
     assert total(served, "reads", "bytes") == total(bench, "writes", "bytes")
+
+
+def test_pgbench_connect_per_transaction_leaves_the_postmaster_single_threaded(shim, postgres_dir):
+    """The postmaster hands each connection to a forked backend and closes its copy unused: the shim
+    starts no snapshot thread in it, since glibc makes every fork of a process that ever started one a
+    multi-threaded fork (its malloc, stdio and name service locks on both sides: some 10 page faults
+    and 29 us a connection on bench/fork_echo.c). Its snapshots come from its own calls instead."""
+    seen = {}
+
+    def before_stop(pid):
+        tasks = Path(f"/proc/{pid}/task")
+        seen["threads"] = [(tasks / task / "comm").read_text().strip() for task in os.listdir(tasks)]
+        seen["snapshot"] = json.loads((postgres_dir / "traces" / f"postgres.{pid}.json").read_text())
+
+    _, server_shim = run_pgbench(shim, postgres_dir, "-S", "-C", "-n", "-c", "2", "-t", "150",
+                                 before_stop=before_stop, interval=0.2)
+    assert seen["threads"] and not [name for name in seen["threads"] if name.startswith("tcpadvise")]
+    assert seen["snapshot"]["final"] is False
+    accepted = sum(s["connections"] for s in seen["snapshot"]["sockets"] if s["role"] == "server")
+    assert accepted >= 100, accepted
+    # The backends' traces: in the spool, or files for those that lived past a snapshot.
+    backends = [trace for trace in load_traces(server_shim.traces).values() if trace["program"] == "postgres"]
+    assert len(backends) >= 300
 
 
 def test_node_http_server_and_client(shim, tmp_path):
