@@ -2,7 +2,8 @@
 // traces to through a shared mapping, without a system call: the parent
 // creates and maps it before its first fork (trace_writer.h:
 // SpoolBeforeFork), each child inherits the mapping, claims a record with
-// one atomic add, copies its trace and marks the record committed. A record
+// one compare-and-swap on the header's offset, copies its trace and marks
+// the record committed. A record
 // is in the kernel's page cache once copied: it outlives the child and its
 // parent, SIGKILL included.
 //
@@ -34,10 +35,11 @@ constexpr uint32_t kSpoolVersion = 1;
 constexpr uint32_t kSpoolRecordMagic = 0x434552ff;  // ff 'R' 'E' 'C' in memory
 constexpr uint32_t kSpoolCommitted = 0x54494d43;    // 'C' 'M' 'I' 'T' in memory
 // kSpoolCapacity: 64 MiB, sparse (the file takes on disk, and the page cache
-// holds, only the pages written). A PostgreSQL backend's trace is some 3 KB:
-// the parent rolls over at half full (SpoolHalfFull), some 10,000 children a
-// spool, and the other half is room for the children forked before the roll
-// over that exit after it, 2,000 of them with 16 KiB traces. Address space
+// holds, only the pages written). A PostgreSQL backend's trace is some 3 KB,
+// a page of the spool (kSpoolPage): the parent rolls over at half full
+// (SpoolHalfFull), some 8,000 children a spool, and the other half is room
+// for the children forked before the roll over that exit after it, 2,000 of
+// them with 16 KiB traces. Address space
 // is what it costs the parent and each child.
 constexpr uint64_t kSpoolCapacity = uint64_t{64} << 20;
 // kSpoolRecordBound: a larger trace goes to a file of its own (a child that
