@@ -10,6 +10,13 @@
 //     trace (getrandom, open O_EXCL|O_NOFOLLOW 0600 under a temporary name,
 //     write, close, rename), each call timed, and with O_TMPFILE and a linkat
 //     through /proc/self/fd instead.
+//   spool DIR: a fork child's 3,000-byte trace put in a spool its parent
+//     mapped (session 15: a shared 64 MiB file in DIR, 4 MiB allocated; the
+//     claim a compare-and-swap on the header's offset, the bytes copied, a
+//     flag stored: libtcpadvise/trace_spool.cc's steps, its two first
+//     touches of shared file pages) against the same child creating a file
+//     (getrandom, open, write, close, rename), the arms alternating, each
+//     timed in the child.
 //   vmas: what fork and exit cost the kernel for the mappings a process has
 //     (session 12: the shim adds 15 to a PostgreSQL postmaster's 251, with
 //     80 written pages in them): the CPU time of a fork whose child exits at
@@ -19,6 +26,7 @@
 //     without them.
 //   build/bench/fork_child_costs pages
 //   build/bench/fork_child_costs files /dev/shm/somewhere-empty
+//   build/bench/fork_child_costs spool /dev/shm/somewhere-empty
 //   build/bench/fork_child_costs vmas
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -216,10 +224,86 @@ static int Files(const char* dir) {
   return 0;
 }
 
+// ChildTraceNs: a fork child's append of data to the spool at map (the
+// first 64 bytes its header, the next claim's offset at byte 24), or, with
+// map NULL, its file of data in dir, or with dir NULL too nothing (the
+// timing's own cost in a new child); the child's time, through a pipe.
+static long ChildTraceNs(char* map, const char* dir, const char* data, size_t size, int i) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const long start = Now();
+    if (map != NULL) {
+      unsigned long long* offset = (unsigned long long*)(map + 24);
+      const unsigned long long need = (16 + size + 7) & ~7ull;
+      unsigned long long claimed = __atomic_load_n(offset, __ATOMIC_RELAXED), at;
+      do {
+        at = claimed;
+        if ((at & 4095) + need > 4096) at = (at + 4095) & ~4095ull;
+      } while (!__atomic_compare_exchange_n(offset, &claimed, at + need, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+      unsigned* record = (unsigned*)(map + at);
+      record[0] = 0x434552ff;
+      record[1] = (unsigned)size;
+      record[3] = (unsigned)getpid();
+      memcpy(record + 4, data, size);
+      __atomic_store_n(&record[2], 0x54494d43u, __ATOMIC_RELEASE);
+    } else if (dir != NULL) {
+      char path[4096], temp[4096];
+      unsigned long long nonce = 0;
+      if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != sizeof(nonce)) _exit(1);
+      snprintf(temp, sizeof(temp), "%s/.c.%d.%016llx.json.tmp", dir, i, nonce);
+      snprintf(path, sizeof(path), "%s/c.%d.json", dir, i);
+      const int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd < 0 || write(fd, data, size) != (ssize_t)size || close(fd) != 0 || rename(temp, path) != 0) _exit(1);
+    }
+    const long took = Now() - start;
+    _exit(write(fds[1], &took, sizeof(took)) == sizeof(took) ? 0 : 1);
+  }
+  long took = -1;
+  close(fds[1]);
+  if (pid < 0 || read(fds[0], &took, sizeof(took)) != sizeof(took)) took = -1;
+  close(fds[0]);
+  int status;
+  if (pid > 0) waitpid(pid, &status, 0);
+  return took;
+}
+
+static int Spool(const char* dir) {
+  char path[4096], data[3000];
+  memset(data, 'x', sizeof(data));
+  snprintf(path, sizeof(path), "%s/bench.spool", dir);
+  const long capacity = 64L << 20;
+  const int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 || ftruncate(fd, capacity) != 0 || fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4L << 20) != 0) return 1;
+  char* map = mmap(NULL, (size_t)capacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return 1;
+  const unsigned long long first = 64;
+  memcpy(map + 24, &first, sizeof(first));
+  static long spooled[kRuns], filed[kRuns], nothing[kRuns];
+  for (int i = 0; i < kRuns; ++i) {
+    spooled[i] = ChildTraceNs(map, dir, data, sizeof(data), i);
+    filed[i] = ChildTraceNs(NULL, dir, data, sizeof(data), i);
+    nothing[i] = ChildTraceNs(NULL, NULL, data, sizeof(data), i);
+    if (spooled[i] < 0 || filed[i] < 0 || nothing[i] < 0) return 1;
+  }
+  printf("a fork child's 3,000-byte trace: into the spool %ld ns, into a file of its own %ld ns; the timing alone %ld ns"
+         " (medians of %d)\n", Median(spooled, kRuns), Median(filed, kRuns), Median(nothing, kRuns), kRuns);
+  munmap(map, (size_t)capacity);
+  unlink(path);
+  for (int i = 0; i < kRuns; ++i) {
+    snprintf(path, sizeof(path), "%s/c.%d.json", dir, i);
+    unlink(path);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 2 && strcmp(argv[1], "pages") == 0) return Pages();
   if (argc == 3 && strcmp(argv[1], "files") == 0) return Files(argv[2]);
   if (argc == 2 && strcmp(argv[1], "vmas") == 0) return Vmas();
-  fprintf(stderr, "usage: fork_child_costs pages | vmas | files DIR (an empty directory, e.g. on /dev/shm)\n");
+  if (argc == 3 && strcmp(argv[1], "spool") == 0) return Spool(argv[2]);
+  fprintf(stderr, "usage: fork_child_costs pages | vmas | files DIR | spool DIR (an empty directory, e.g. on /dev/shm)\n");
   return 2;
 }

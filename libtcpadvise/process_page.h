@@ -26,10 +26,13 @@ struct alignas(4096) ProcessPage {
   // Local): a fork child, whose part starts empty, reads none of it to
   // find its groups.
   bool table_grouped;
-  // The trace writer's lock, and whether it wrote the final trace or warned.
+  // The trace writer's lock, whether it wrote the final trace, warned, or
+  // wrote a trace file (a fork child's final trace then replaces it rather
+  // than going to the spool).
   pthread_mutex_t trace_mutex;
   bool trace_final_written;
   bool trace_warned;
+  bool trace_file_written;
   // The temporary names this process drew for its traces (trace_writer.cc).
   uint64_t trace_names;
   // The private heap's set-up lock and the threads that entered the heap

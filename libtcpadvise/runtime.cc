@@ -76,6 +76,7 @@ void BeforeFork() {
   ReleaseAll(FlushCause::kFork);
   CallSitesBeforeFork();
   LockTraceWriter();
+  if (g_tracked_any.load(std::memory_order_relaxed)) SpoolBeforeFork();
   g_table.Lock();
   PrivateHeapBeforeFork();
 }

@@ -24,6 +24,7 @@
 #include "real_libc.h"
 #include "runtime.h"
 #include "socket_table.h"
+#include "trace_spool.h"
 #include "utf8.h"
 
 namespace tcpadvise {
@@ -462,6 +463,25 @@ uint64_t NameNonce(pid_t pid) {
 // program's name (kFileNameProgramBytes), the pid, the nonce and the suffix.
 constexpr size_t kPathBytes = PATH_MAX + 300;
 
+// g_spool: the spool this process's fork children write their final traces
+// to (trace_spool.h), and the pid of the process that mapped it, whose own
+// traces are files; failed: a spool could not be made, and no more are tried
+// (one warning, and a line of each trace's shim_warnings). Written by
+// SpoolBeforeFork in the parent only: a child reads it, with what else a
+// child reads (preload/child_layout.ld).
+struct {
+  SpoolHeader* header;
+  int owner_pid;
+  bool failed;
+} g_spool;
+
+// g_spool_file: what the process that maps a spool keeps of it to allocate
+// its room (SpoolReserve).
+struct SpoolFile {
+  char path[kPathBytes];
+  uint64_t dev, ino;
+} g_spool_file;
+
 // TraceName writes dir/<dot>program.pid[.nonce]suffix to out (kPathBytes),
 // the nonce in 16 hex digits: what snprintf wrote, without the format's
 // parse (some 5,000 instructions a trace, which a forked server's child
@@ -598,6 +618,7 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   const uint32_t warnings = ShimWarnings();
   if (warnings & kWarnFdBeyondTable) w->String("some sockets had fds above the shim's table size and were not tracked");
   if (warnings & kWarnOutOfMemory) w->String("the shim ran out of memory for its tables; some sockets were not tracked");
+  if (g_spool.failed) w->String("the shim could not create its trace spool; fork children wrote trace files");
   w->EndArray();
   if (const char* fail_open = PolicyFailOpenReason()) {
     w->Key("policy_fail_open");
@@ -671,6 +692,57 @@ void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes)
   } else if (rename(temp, path) != 0) {
     WarnOnce("rename failed", path);
     unlink(temp);
+  } else {
+    g_process_page.trace_file_written = true;
+  }
+}
+
+// InSpool puts a fork child's final trace in the spool its parent mapped:
+// no system call. Not a child that already wrote a snapshot file (its final
+// trace replaces that file, which would otherwise stay beside its record),
+// nor a trace past the spool's room (false: it goes to a file).
+static bool InSpool(const JsonWriter& w) {
+  return g_spool.header != nullptr && g_spool.owner_pid != g_runtime.pid && !g_process_page.trace_file_written &&
+         SpoolAppend(g_spool.header, w.data(), w.size(), g_runtime.pid);
+}
+
+// CreateSpool maps a new spool, <out>/<program>.<pid>.<nonce>.spool, for
+// the children forked from now on, and unmaps the one it replaces (the
+// children forked before keep theirs). On failure the old one stays, and
+// no other is tried.
+[[gnu::cold]] [[gnu::noinline]] static void CreateSpool() {
+  char program[kFileNameProgramBytes + 1];
+  ProgramFileName(program);
+  const pid_t pid = g_runtime.pid;
+  SpoolHeader* spool = nullptr;
+  for (int attempt = 0; attempt < 8 && spool == nullptr; ++attempt) {
+    const uint64_t nonce = NameNonce(pid);
+    TraceName(g_spool_file.path, g_runtime.settings.out_dir, /*dot=*/false, program, pid, &nonce, ".spool");
+    spool = MapSpool(g_spool_file.path, kSpoolCapacity, pid, RealtimeNs(), &g_spool_file.dev, &g_spool_file.ino);
+    if (spool == nullptr && errno != EEXIST) break;
+  }
+  if (spool == nullptr) {
+    // One warning for the process: the same cause (a directory that is
+    // not there) fails its trace's file too.
+    g_spool.failed = true;
+    g_process_page.trace_warned = true;
+    RawWarning("cannot create the trace spool %s: %s; fork children write trace files", g_spool_file.path,
+               strerror(errno));
+    return;
+  }
+  if (g_spool.header != nullptr) UnmapSpool(g_spool.header);
+  g_spool.header = spool;
+  g_spool.owner_pid = pid;
+}
+
+void SpoolBeforeFork() {
+  if (g_spool.failed) return;
+  ErrnoSaver errno_saver;
+  SpoolHeader* spool = g_spool.header;
+  if (spool == nullptr || SpoolHalfFull(spool)) {
+    CreateSpool();
+  } else if (g_spool.owner_pid == g_runtime.pid && SpoolNeedsReserve(spool)) {
+    SpoolReserve(spool, g_spool_file.path, g_spool_file.dev, g_spool_file.ino);
   }
 }
 
@@ -688,7 +760,7 @@ void WriteTrace(bool final) {
   g_table.Unlock();
   if (final) g_process_page.trace_final_written = true;
   if (any && !w.failed()) {
-    WriteTraceFile(w);
+    if (!final || !InSpool(w)) WriteTraceFile(w);
   } else if (w.failed()) {
     RawWarning("out of memory while writing the trace; this trace is skipped");
   }

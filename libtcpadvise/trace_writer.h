@@ -12,10 +12,19 @@ class JsonWriter;
 struct SocketStats;
 
 // WriteTrace writes <out>/<program>.<pid>.json if the process has any TCP
-// socket worth reporting (<program>: the name made safe for a file name and
+// socket worth reporting (a fork child's final trace: a record of its
+// parent's spool, SpoolBeforeFork) (<program>: the name made safe for a file name and
 // cut to 64 bytes; the trace's "program" holds it whole); final marks the exit trace, after which snapshots
 // stop. A failure prints one warning per process and is otherwise ignored.
 void WriteTrace(bool final);
+
+// SpoolBeforeFork, in the fork prepare handler of a process that tracked a
+// socket, with the trace writer's lock held: before the first fork, maps
+// the spool its fork children write their final traces to (trace_spool.h,
+// <out>/<program>.<pid>.<nonce>.spool); later, one read of the spool's
+// header, and a new spool once it is half full. A failure: one warning, no
+// spool, the children write trace files.
+void SpoolBeforeFork();
 
 // SerializeTrace appends the trace document to w; false when there is no
 // socket to report. The table mutex must be held; a snapshot (not final)

@@ -107,11 +107,18 @@ def run(cmd, env=None, timeout=120, cwd=None):
 
 
 def load_traces(out_dir):
-    """Every trace in out_dir, validated against the schema, by pid."""
+    """Every trace in out_dir, validated against the schema, by pid: the files, and the records of
+    the spools a forking process's children wrote their final traces to."""
+    from tcpadvise.trace import spool
+
     traces = {}
-    for path in sorted(pathlib.Path(out_dir).glob("*.json")):
-        trace = json.loads(path.read_text())
+    texts = [path.read_text() for path in sorted(pathlib.Path(out_dir).glob("*.json"))]
+    for path in sorted(pathlib.Path(out_dir).glob("*.spool")):
+        texts += [record.data.decode() for record in spool.read(path).records]
+    for text in texts:
+        trace = json.loads(text)
         jsonschema.validate(trace, SCHEMA)
+        assert trace["pid"] not in traces, f"two traces of pid {trace['pid']}"
         traces[trace["pid"]] = trace
     return traces
 

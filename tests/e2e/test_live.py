@@ -135,7 +135,7 @@ def test_prefork_server_names_each_connection_by_cookie_in_both_processes(tmp_pa
         for size in (10, 20, 30):
             with socket.create_connection(("127.0.0.1", port)) as conn:
                 echo_round(conn, b"p" * size)
-        assert wait_for(lambda: len(list(tmp_path.glob("*.json"))) >= 3, timeout=10)
+        assert wait_for(lambda: len(load_traces(tmp_path)) >= 3, timeout=10)
     finally:
         stop(proc)
     traces = load_traces(tmp_path)

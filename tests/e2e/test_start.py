@@ -16,7 +16,7 @@ import sys
 
 import pytest
 from tcpadvise.policy.config import resolve_policy
-from testlib import prog, run, shim_env, shim_path
+from testlib import load_traces, prog, run, shim_env, shim_path
 
 # What the shim used to load into every process under a policy (with libstdc++, which a sanitizer
 # build's runtime loads anyway), and what it loads only for sockets.
@@ -177,7 +177,7 @@ def test_forks_while_threads_use_the_heap_do_not_hang(tmp_path):
                 os.killpg(process.pid, signal.SIGKILL)  # the hung children too
                 pytest.fail(f"run {attempt} hung")
         assert process.returncode == 0 and stdout == "ok\n", stderr
-        traces = [json.loads(path.read_text()) for path in out.glob("forkheap.*.json")]
+        traces = list(load_traces(out).values())
         children = [t for t in traces if t["ppid"] != os.getpid()]
         assert len(children) == 60, len(traces)
         for trace in children:

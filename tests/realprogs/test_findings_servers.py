@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from findings import HERE, assert_no_alarm_above_info, items, observe, report, total
 from harness import ForegroundServer, run_client
-from testlib import shim_env, start_listening
+from testlib import load_traces, shim_env, start_listening
 
 NODE_HTTP = HERE / "node_http.js"
 
@@ -172,8 +172,7 @@ def test_pgbench_connect_per_transaction_samples_first_writes_per_process_tree(s
     # The postmaster accepts every connection and writes on none: libunwind, loaded where a write is
     # sampled, is not mapped in it (every backend's fork and exit would pay for its segments).
     assert "libtcpadvise" in postmaster_maps[0] and "libunwind" not in postmaster_maps[0]
-    backends = [trace["call_sites"] for trace in (json.loads(path.read_text())
-                                                  for path in server_shim.traces.glob("*.json"))
+    backends = [trace["call_sites"] for trace in load_traces(server_shim.traces).values()
                 if trace["call_sites"]["mode"] == "sample"]
     assert len(backends) >= clients * transactions
     sampled = sum(info["sampled_writes"] for info in backends)
@@ -184,6 +183,32 @@ def test_pgbench_connect_per_transaction_samples_first_writes_per_process_tree(s
     served = [item for item in items(report(server_shim.traces), role="server")
               if item["program"] in ("postgres", "postmaster")]
     assert sum(len(item.get("call_sites", [])) for item in served) > 0
+
+
+def test_pgbench_connect_per_transaction_backends_write_to_the_postmasters_spool(shim, postgres_dir):
+    """pgbench -C: each backend's final trace is a record of the spool the postmaster mapped before it
+    forked (no file a backend), and the report on the directory counts every connection of pgbench's
+    on the server's side, as it did with a file a backend."""
+    clients, transactions = 2, 50
+    _, server_shim = run_pgbench(shim, postgres_dir, "-S", "-C", "-n", "-c", str(clients), "-t", str(transactions))
+    spools = list(server_shim.traces.glob("*.spool"))
+    assert spools and all(path.stat().st_mode & 0o777 == 0o600 for path in spools)
+    traces = load_traces(server_shim.traces)
+    (postmaster,) = [pid for pid, trace in traces.items() if trace["ppid"] not in traces
+                     and any(t["ppid"] == pid for t in traces.values())]
+    files = {int(path.name.split(".")[-2]) for path in server_shim.traces.glob("*.json")}
+    backends = [pid for pid, trace in traces.items() if trace["ppid"] == postmaster]
+    # Every connection's backend, and pgbench -i's: in the spool, not in files.
+    assert len(backends) >= clients * transactions
+    assert postmaster in files and not files & set(backends)
+    assert all(path.name.startswith(("postgres.", "postmaster.")) and f".{postmaster}." in path.name
+               for path in spools)
+    document = report(shim.traces, server_shim.traces)
+    bench = items(document, program="pgbench", role="client")
+    served = [item for item in items(document, role="server") if item["program"] in ("postgres", "postmaster")]
+    assert total(bench, "connections") >= clients * transactions
+    assert total(served, "connections") == total(bench, "connections")
+    assert total(served, "reads", "bytes") == total(bench, "writes", "bytes")
 
 
 def test_pgbench_connect_per_transaction_leaves_the_postmaster_single_threaded(shim, postgres_dir):
@@ -204,7 +229,8 @@ def test_pgbench_connect_per_transaction_leaves_the_postmaster_single_threaded(s
     assert seen["snapshot"]["final"] is False
     accepted = sum(s["connections"] for s in seen["snapshot"]["sockets"] if s["role"] == "server")
     assert accepted >= 100, accepted
-    backends = [path for path in server_shim.traces.glob("postgres.*.json")]
+    # The backends' traces: in the spool, or files for those that lived past a snapshot.
+    backends = [trace for trace in load_traces(server_shim.traces).values() if trace["program"] == "postgres"]
     assert len(backends) >= 300
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from ..errors import BenchError
 from ..policy.config import compiled_every_socket_config
 from ..record.shim import isolated_environment, shim_environment
+from ..trace import spool
 from . import leftovers
 from .cgroup import Hierarchy, cpu_group
 
@@ -304,7 +305,7 @@ def run_server_arm(arm: ServerArm, shim: Path | None, scratch: Path) -> dict:
                 limit = f"{arm.timeout_seconds:.0f} s"
                 raise BenchError(f"{arm.key}: {command[0]} did not finish in {limit}") from None
             cpu_ns = group.usage_ns() - before if group else None
-        written = sum(1 for _ in traces.glob("*.json"))
+        written = sum(1 for _ in traces.glob("*.json")) + spool.records_in(traces)
     finally:
         shutil.rmtree(traces, ignore_errors=True)
     rate = arm.server.rate(finished.stdout) if finished.returncode == 0 else None

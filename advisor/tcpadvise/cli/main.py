@@ -182,7 +182,9 @@ def record_command(
 
     Each process of CMD (children too) that opens a TCP socket writes
     DIR/<program>.<pid>.json at exit, and a snapshot every --interval seconds
-    while it runs. DIR/record.json tells what was run, how it ended and
+    while it runs; a fork child's final trace is instead a record of the
+    spool its parent made, DIR/<program>.<pid>.<nonce>.spool (no file a
+    connection for a fork-per-connection server). DIR/record.json tells what was run, how it ended and
     whether the shim could see the binary; 'tcpadvise report' ignores traces
     an earlier run left in DIR. SIGINT and SIGTERM are passed on to CMD.
 
@@ -279,7 +281,11 @@ def report_command(
     """Summarise recorded traces, socket by socket, and advise on them.
 
     PATH is a trace file or a directory of them (such as the DIR of
-    'tcpadvise record -o DIR'); record.json there adds what was run.
+    'tcpadvise record -o DIR'); record.json there adds what was run. A
+    spool (<program>.<pid>.<nonce>.spool, where a forking process's
+    children write their final traces) is read as the traces it holds,
+    each named <spool>#<pid>; records its children never finished are
+    skipped with one warning for the spool (exit status 3).
 
     \b
     Example:

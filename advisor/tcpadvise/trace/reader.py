@@ -2,9 +2,11 @@
 
 Inputs are files or directories. In a directory every non-hidden *.json file
 is read (the shim's temporary files start with '.', so a half-written trace is
-never picked up). A file is told apart by its "schema" field: a trace
-("tcpadvise.trace/N") or the manifest `tcpadvise record` writes
-("tcpadvise.record/N", named record.json).
+never picked up), and every *.spool file: the traces a process tree's fork
+children wrote to their parent's spool (trace/spool.py), each committed record
+read as a file of its own named <spool>#<pid>. A file is told apart by its
+"schema" field: a trace ("tcpadvise.trace/N") or the manifest `tcpadvise
+record` writes ("tcpadvise.record/N", named record.json).
 """
 
 import copy
@@ -28,7 +30,7 @@ from ..errors import (
     NoTracesError,
     UnknownSchemaError,
 )
-from . import check, stream
+from . import check, spool, stream
 
 TRACE_SCHEMA = "tcpadvise.trace/1"
 RECORD_SCHEMA = "tcpadvise.record/1"
@@ -98,6 +100,21 @@ def load_inputs(paths: Iterable[Path], *, compact: bool = False) -> Inputs:
     documents, warnings, damaged, errors = [], [], [], []
     kept_open = 0
     for path in input_files(paths):
+        if spool.is_spool(path):
+            try:
+                found = _spooled(path, compact, warnings, damaged, errors)
+            except NotATraceError:
+                if path.resolve() in named:
+                    raise
+                warnings.append(f"skipped {path}: not a tcpadvise trace spool")
+                continue
+            except UnknownSchemaError as error:
+                errors.append(error)
+                damaged.append(path)
+                warnings.append(f"skipped {path}: {str(error).removeprefix(f'{path}: ')}")
+                continue
+            documents.extend(found)
+            continue
         try:
             documents.append(load_file(path, compact=compact, keep_open=kept_open < stream.KEEP_OPEN))
             kept_open += isinstance(documents[-1], Trace) and stream.file_kept_open(documents[-1].data)
@@ -138,14 +155,16 @@ def input_files(paths: Iterable[Path]) -> list[Path]:
                 found = sorted(
                     entry
                     for entry in path.iterdir()
-                    if entry.suffix == ".json" and not entry.name.startswith(".") and entry.is_file()
+                    if entry.suffix in (".json", spool.SUFFIX)
+                    and not entry.name.startswith(".")
+                    and entry.is_file()
                 )
             except OSError as error:
                 raise BadInputError(f"{path}: cannot read ({error.strerror})") from None
             if not found:
                 raise NoTracesError(
-                    f"{path}: no traces here (the shim writes <program>.<pid>.json, "
-                    f"'tcpadvise record' adds {RECORD_FILE})"
+                    f"{path}: no traces here (the shim writes <program>.<pid>.json, a forking "
+                    f"server's children <program>.<pid>.<nonce>.spool, 'tcpadvise record' adds {RECORD_FILE})"
                 )
         elif path.exists():
             found = [path]
@@ -172,9 +191,44 @@ def load_file(path: Path, *, compact: bool = False, keep_open: bool = False) -> 
             return Trace(path, scanned)
     try:
         raw = path.read_bytes()
-        data = _parsed(raw)
     except OSError as error:
         raise BadInputError(f"{path}: cannot read ({error.strerror})") from None
+    return _document(path, raw, compact)
+
+
+def _spooled(
+    path: Path, compact: bool, warnings: list[str], damaged: list[Path], errors: list
+) -> list[Trace]:
+    """The traces of the spool at path (NotATraceError, UnknownSchemaError: not one the advisor
+    reads); each record is judged as a trace file named <spool>#<pid> is, a damaged one skipped with
+    a warning, and what the spool's reader skipped is one more warning."""
+    found = spool.read(path)
+    if found.problem is not None:
+        warnings.append(found.problem)
+        damaged.append(path)
+    traces, names = [], set()
+    for record in found.records:
+        name = Path(f"{path}#{record.pid}")
+        if name in names:  # a pid the kernel gave out again within one spool
+            name = Path(f"{path}#{record.pid}@{record.offset}")
+        names.add(name)
+        try:
+            document = _document(name, record.data, compact)
+            if not isinstance(document, Trace):
+                raise NotATraceError(f"{name}: not a tcpadvise trace (a record manifest in a spool)")
+        except (NotJsonError, NotATraceError, InvalidTraceError, UnknownSchemaError) as error:
+            errors.append(error)
+            damaged.append(name)
+            warnings.append(f"skipped {name}: {str(error).removeprefix(f'{name}: ')}")
+            continue
+        traces.append(document)
+    return traces
+
+
+def _document(path: Path, raw: bytes, compact: bool) -> Trace | Manifest:
+    """The document in raw, read from path, validated against the schema it names."""
+    try:
+        data = _parsed(raw)
     except UnicodeDecodeError:
         raise NotJsonError(f"{path}: not JSON (not UTF-8 text)") from None
     except json.JSONDecodeError as error:
