@@ -93,6 +93,7 @@ SECTIONS
     *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_drawsE)
     *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_ownedE)
     *(.bss._ZN9tcpadvise12_GLOBAL__N_114g_module_countE)
+    *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_spoolE)
     *(.data._ZN9tcpadvise20g_next_snapshot_tickE)
     *(.data._ZN9tcpadvise9g_runtimeE)
   }
