@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fork_server_cost import postgres_arms
+from fork_server_cost import postgres_arms, postgres_rounds, report
 from tcpadvise.bench import servers as S
 from tcpadvise.bench.strace import listening_pids
 from tcpadvise.bench.suites import POLICIES
@@ -106,21 +106,9 @@ def render(results: dict[str, list[dict]], connections: int) -> str:
 
 def main() -> int:
     args, server, arms = postgres_arms(__doc__, rounds=1, connections=100)
-    results: dict[str, list[dict]] = {arm: [] for arm, shim in arms.items() if shim is not None}
-    with tempfile.TemporaryDirectory(prefix="backend-faults-") as scratch:
-        directory = S._prepared(server, Path(scratch))
-        for round_number in range(1, args.rounds + 1):
-            for arm, shim in arms.items():
-                if shim is None:
-                    continue
-                run = measure(server, directory, shim, args.connections)
-                results[arm].append(run)
-                print(f"round {round_number}: {arm}: {run}", file=sys.stderr, flush=True)
-    text = render(results, args.connections)
-    print(text)
-    if args.output:
-        args.output.write_text(text)
-    return 0
+    shims = {arm: shim for arm, shim in arms.items() if shim is not None}
+    results = postgres_rounds(args, server, shims, measure, "backend-faults-")
+    return report(render(results, args.connections), args.output)
 
 
 if __name__ == "__main__":

@@ -119,21 +119,33 @@ def postgres_arms(description: str, rounds: int, connections: int):
     return args, server, {"no shim": None, **{str(shim): shim.resolve() for shim in args.shim}}
 
 
+def postgres_rounds(args, server: S.Server, arms: dict, measure, prefix: str) -> dict[str, list[dict]]:
+    """The PostgreSQL benches' rounds: each runs measure(server, directory, shim, connections) for every
+    arm in turn, the server's directory prepared once in a scratch directory; the runs by arm."""
+    results: dict[str, list[dict]] = {arm: [] for arm in arms}
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
+        directory = S._prepared(server, Path(scratch))
+        for round_number in range(1, args.rounds + 1):
+            for arm, shim in arms.items():
+                results[arm].append(measure(server, directory, shim, args.connections))
+                figures = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                                    for k, v in results[arm][-1].items())
+                print(f"round {round_number}: {arm}: {figures}", file=sys.stderr, flush=True)
+    return results
+
+
+def report(text: str, output: Path | None) -> int:
+    """Print a bench's table, and write it to output if given."""
+    print(text)
+    if output:
+        output.write_text(text)
+    return 0
+
+
 def main() -> int:
     args, server, arms = postgres_arms(__doc__, rounds=11, connections=600)
-    results: dict[str, list[dict]] = {arm: [] for arm in arms}
-    with tempfile.TemporaryDirectory(prefix="fork-server-cost-") as scratch:
-        directory = S._prepared(server, Path(scratch))
-        for round_ in range(args.rounds):
-            for arm, shim in arms.items():
-                results[arm].append(measure_again(server, directory, shim, args.connections))
-                print(f"round {round_ + 1}: {arm}: " + ", ".join(f"{k} {v:.3f}" for k, v in results[arm][-1].items()),
-                      file=sys.stderr, flush=True)
-    table = render(results, args.connections)
-    print(table)
-    if args.output:
-        args.output.write_text(table)
-    return 0
+    results = postgres_rounds(args, server, arms, measure_again, "fork-server-cost-")
+    return report(render(results, args.connections), args.output)
 
 
 if __name__ == "__main__":

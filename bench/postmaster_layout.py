@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fork_server_cost import postgres_arms
+from fork_server_cost import postgres_arms, postgres_rounds, report
 from tcpadvise.bench import servers as S
 from tcpadvise.bench.strace import listening_pids
 from tcpadvise.bench.suites import POLICIES
@@ -74,19 +74,8 @@ def render(results: dict[str, list[dict]], connections: int) -> str:
 
 def main() -> int:
     args, server, arms = postgres_arms(__doc__, rounds=5, connections=20)
-    results: dict[str, list[dict]] = {arm: [] for arm in arms}
-    with tempfile.TemporaryDirectory(prefix="postmaster-layout-") as scratch:
-        directory = S._prepared(server, Path(scratch))
-        for round_number in range(1, args.rounds + 1):
-            for arm, shim in arms.items():
-                run = measure(server, directory, shim, args.connections)
-                results[arm].append(run)
-                print(f"round {round_number}: {arm}: {run}", file=sys.stderr, flush=True)
-    text = render(results, args.connections)
-    print(text)
-    if args.output:
-        args.output.write_text(text)
-    return 0
+    results = postgres_rounds(args, server, arms, measure, "postmaster-layout-")
+    return report(render(results, args.connections), args.output)
 
 
 if __name__ == "__main__":
