@@ -264,13 +264,13 @@ void OnConnectionTracked(bool accepted) {
   g_next_snapshot_tick.store(0, std::memory_order_relaxed);
 }
 
-void OnListening() {
-  if (!g_process_page.listens) g_process_page.listens = true;
-}
+// The process page is never shared with a child (process_page.h): these
+// flags are written as they are, with no test to spare a copied page.
+void OnListening() { g_process_page.listens = true; }
 
 void OnSocketClosing(const SocketState& s) {
   if (s.id.role == Role::kServer && !s.stats.Active() && !s.Inherited() &&
-      g_process_page.forks != g_process_page.forks_at_accept && !g_process_page.hands_off_connections) {
+      g_process_page.forks != g_process_page.forks_at_accept) {
     g_process_page.hands_off_connections = true;
   }
 }
