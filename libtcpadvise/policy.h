@@ -92,7 +92,7 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
 // its blocked writer holds the turn there is no pass.
 [[gnu::always_inline]] inline bool PassesUnheld(SocketState* s, PolicyState* p) {
   if (!p->lock.Passes() || s->stats.burst_open_writes.Get() != 0) return false;
-  p->passed.Set(p->passed.Get() + 1);  // Increment, which this cold branch would call
+  p->passed.Increment();
   return true;
 }
 

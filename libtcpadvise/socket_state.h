@@ -512,8 +512,7 @@ struct SocketState {
   // count, this call's included.
   [[gnu::always_inline]] uint64_t OnWrite(WriteApi api, int64_t result, int errno_value, uint64_t iovcnt,
                                           uint64_t start, uint64_t syscall_ticks, uint32_t code = kFullWeightCode) {
-    const uint64_t writes = stats.write_calls.Get() + 1;
-    stats.write_calls.Set(writes);
+    const uint64_t writes = stats.write_calls.AddFetch(1);
     ApiCounted(&stats.write_by_api, static_cast<int>(api));
     const uint64_t weight = WeightOfCode(code);
     if (syscall_ticks != 0) stats.write_ticks.Record(syscall_ticks, weight);
