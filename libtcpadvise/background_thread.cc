@@ -16,6 +16,7 @@
 
 #include "errno_saver.h"
 #include "real_libc.h"
+#include "reentry.h"
 
 namespace tcpadvise {
 
@@ -26,6 +27,9 @@ std::atomic<bool> g_application_threads{false};
 // Set while this thread starts a shim thread: the pthread_create wrapper is
 // in the way (after any sanitizer's, which must see every thread).
 thread_local bool t_starting_shim_thread = false;
+// Set while this thread is inside pthread_create, the shim's or the
+// application's: a signal handler's hook must not start one inside it.
+thread_local bool t_in_pthread_create = false;
 
 // kNamePrefix starts the name of every shim thread: ExitIfApplicationGone
 // tells them from the application's by it.
@@ -114,7 +118,9 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
   ThreadStart start;
   start.loop = loop;
   t_starting_shim_thread = true;
+  t_in_pthread_create = true;
   const bool started = pthread_create(&thread, &attr, RunThread, &start) == 0;
+  t_in_pthread_create = false;
   t_starting_shim_thread = false;
   if (started) {
     char full_name[16];
@@ -130,6 +136,16 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
     SetDirectCalls(true);
   }
   return started;
+}
+
+bool ThreadStartSafe() { return !InApplicationSignalHandler() && !t_in_pthread_create; }
+
+int StartApplicationThread(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg) {
+  NoteApplicationThread();
+  t_in_pthread_create = true;
+  const int result = Real(g_real.pthread_create)(thread, attr, start, arg);
+  t_in_pthread_create = false;
+  return result;
 }
 
 void NoteApplicationThread() {

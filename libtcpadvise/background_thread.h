@@ -3,6 +3,7 @@
 #ifndef TCPADVISE_BACKGROUND_THREAD_H_
 #define TCPADVISE_BACKGROUND_THREAD_H_
 
+#include <pthread.h>
 #include <stddef.h>
 
 namespace tcpadvise {
@@ -16,6 +17,15 @@ namespace tcpadvise {
 // this thread would switch on. stack_size 0 takes the default size.
 // name (at most 5 characters) follows "tcpadvise-" in the thread's name.
 bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* name);
+
+// ThreadStartSafe tells whether this thread may start a shim thread now:
+// not from the application's signal handler, nor inside pthread_create
+// (which takes libc's locks and allocates).
+bool ThreadStartSafe();
+
+// StartApplicationThread is the pthread_create wrapper: the application
+// runs threads from now on (NoteApplicationThread).
+int StartApplicationThread(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg);
 
 // ExitIfApplicationGone ends the process, as the last application thread's
 // pthread_exit would have, once every application thread has exited: the

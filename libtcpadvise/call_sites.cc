@@ -821,9 +821,10 @@ UnwindFn LoadUnwinder() {
 // holding glibc's fork-handler lock: neither libunwind nor liblzma
 // registers fork handlers from a constructor, which would wait for it.
 int LoadThenUnwind(void** frames, int max) {
-  // A signal handler that interrupted the shim (the trace writer's lock
-  // may be this thread's) samples nothing.
-  if (Reentered()) return -1;
+  // A signal handler samples nothing: it may have interrupted the shim (the
+  // trace writer's lock may be this thread's) or the loader, whose lock the
+  // unwinder takes.
+  if (Reentered() || InApplicationSignalHandler()) return -1;
   ErrnoSaver errno_saver;  // the loader's searches set errno
   int started = kUnwinderStarted;
   if (!g_unwinder_state.compare_exchange_strong(started, kUnwinderTaken, std::memory_order_acq_rel)) return -1;

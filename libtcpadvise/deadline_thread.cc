@@ -83,6 +83,7 @@ void* FlusherLoop(void*) {
 }  // namespace
 
 bool StartDeadlineThread() {
+  if (!ThreadStartSafe()) return false;  // a signal handler's write: a later one starts it
   int expected = 0;
   if (!g_deadline_thread_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return expected == 1;
   if (StartBackgroundThread(FlusherLoop, 128 * 1024, "flush") || StartBackgroundThread(FlusherLoop, 0, "flush")) {

@@ -17,7 +17,9 @@ bool StartDeadlineThread();
 
 // EnsureDeadlineThread starts the thread once (again in a fork child); false
 // when it cannot start, after turning the policy off for the process
-// (PolicyFailOpen): held bytes would wait for the application's next call.
+// (PolicyFailOpen): held bytes would wait for the application's next call;
+// false too, with nothing turned off, in a signal handler's call
+// (ThreadStartSafe), where the write passes through.
 // It tries a small stack first, then the default size (a program with a
 // large thread-local area leaves a small stack no room). The policy calls it
 // at the first write it acts on: a process whose writes all pass straight

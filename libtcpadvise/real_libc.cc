@@ -173,6 +173,10 @@ static void BindAll() {
   Bind(g_real.bsd_signal, "bsd_signal");
   Bind(g_real.sysv_signal, "sysv_signal");
   Bind(g_real.sigset, "sigset");
+  Bind(g_real.longjmp, "longjmp");
+  Bind(g_real.underscore_longjmp, "_longjmp");
+  Bind(g_real.siglongjmp, "siglongjmp");
+  Bind(g_real.longjmp_chk, "__longjmp_chk");
 #define TCPADVISE_KEEP_HOT(name) g_libc_hot.name = g_real.name;
   TCPADVISE_HOT_SLOTS(TCPADVISE_KEEP_HOT)
 #undef TCPADVISE_KEEP_HOT

@@ -6,6 +6,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -158,6 +159,11 @@ struct alignas(64) RealLibc {
   sighandler_t (*bsd_signal)(int, sighandler_t);
   sighandler_t (*sysv_signal)(int, sighandler_t);
   sighandler_t (*sigset)(int, sighandler_t);
+  // The longjmp family, which may leave a signal handler (signals.h).
+  void (*longjmp)(struct __jmp_buf_tag*, int);
+  void (*underscore_longjmp)(struct __jmp_buf_tag*, int);
+  void (*siglongjmp)(struct __jmp_buf_tag*, int);
+  void (*longjmp_chk)(struct __jmp_buf_tag*, int);
 };
 
 // LoadSlot reads a slot SetDirectCalls may switch (relaxed: a plain load).

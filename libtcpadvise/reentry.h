@@ -16,6 +16,14 @@ extern __thread int t_shim_depth;
 extern __thread int t_pending_signal;
 void RunPendingSignal();
 
+// t_app_signal_depth counts the program's signal handlers this thread is
+// running (signals.h runs them through a trampoline that counts). A hook
+// called from one may have interrupted the program inside libc, holding
+// one of libc's locks (malloc's, the loader's): it must not call what may
+// take one (start a thread, unwind the stack).
+extern __thread int t_app_signal_depth;
+inline bool InApplicationSignalHandler() { return t_app_signal_depth != 0; }
+
 // EnterShimSection and LeaveShimSection bracket a section.
 inline void EnterShimSection() { ++t_shim_depth; }
 inline void LeaveShimSection() {

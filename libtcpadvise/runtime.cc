@@ -276,6 +276,8 @@ void OnSocketClosing(const SocketState& s) {
 }
 
 void SnapshotDue(uint64_t now_ticks) {
+  // A signal handler's hook: the next hook outside it starts the thread or writes the snapshot.
+  if (!ThreadStartSafe()) return;
   uint64_t due = g_next_snapshot_tick.load(std::memory_order_relaxed);
   // One thread wins the deadline; the others go back to the application.
   if (now_ticks < due ||

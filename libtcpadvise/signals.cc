@@ -16,10 +16,84 @@
 namespace tcpadvise {
 
 __thread int t_pending_signal = 0;
+__thread int t_app_signal_depth = 0;
 
 namespace {
 
-// g_watching is set once the watched signals' handlers are in place.
+using InfoHandler = void (*)(int, siginfo_t*, void*);
+
+// g_app_plain[sig], g_app_info[sig]: the program's handler for sig, by the
+// kind it set (SA_SIGINFO or not), which the kernel runs through RunPlain or
+// RunInfo. A slot keeps its last handler when the other kind replaces it:
+// the trampoline the kernel runs names the slot that is current.
+std::atomic<sighandler_t> g_app_plain[NSIG];
+std::atomic<InfoHandler> g_app_info[NSIG];
+
+// RunPlain and RunInfo run the program's handler for sig, counted in
+// t_app_signal_depth.
+void RunPlain(int sig) {
+  ++t_app_signal_depth;
+  if (const sighandler_t handler = g_app_plain[sig].load(std::memory_order_acquire)) handler(sig);
+  --t_app_signal_depth;
+}
+
+void RunInfo(int sig, siginfo_t* info, void* context) {
+  ++t_app_signal_depth;
+  if (const InfoHandler handler = g_app_info[sig].load(std::memory_order_acquire)) handler(sig, info, context);
+  --t_app_signal_depth;
+}
+
+// AsPlain is an SA_SIGINFO handler as the sa_handler that shares its
+// storage (through void (*)(void), which converts to any function type).
+sighandler_t AsPlain(InfoHandler handler) {
+  return reinterpret_cast<sighandler_t>(reinterpret_cast<void (*)()>(handler));
+}
+
+// Wraps tells whether a handler the program sets is one the shim runs
+// through a trampoline: a function, and not a trampoline itself (read back
+// with a raw system call and set again).
+bool Wraps(sighandler_t handler) {
+  return handler != SIG_DFL && handler != SIG_IGN && handler != SIG_HOLD && handler != SIG_ERR &&
+         handler != RunPlain && handler != AsPlain(RunInfo);
+}
+
+// AppHandlers are the program's handlers of a signal before a change, to
+// report as the old ones in place of the trampolines.
+struct AppHandlers {
+  sighandler_t plain;
+  InfoHandler info;
+
+  explicit AppHandlers(int sig)
+      : plain(g_app_plain[sig].load(std::memory_order_acquire)),
+        info(g_app_info[sig].load(std::memory_order_acquire)) {}
+
+  sighandler_t Program(sighandler_t kernel) const {
+    if (kernel == RunPlain) return plain;
+    if (kernel == AsPlain(RunInfo)) return AsPlain(info);
+    return kernel;
+  }
+};
+
+// Wrapped is the action to hand the kernel for the program's act: a copy
+// with the trampoline in place of a handler function (its flags and mask
+// as they are), whose slot now holds the program's handler.
+const struct sigaction* Wrapped(int sig, const struct sigaction* act, struct sigaction* copy) {
+  if (act == nullptr) return act;
+  const bool info = (act->sa_flags & SA_SIGINFO) != 0;
+  if (!Wraps(info ? AsPlain(act->sa_sigaction) : act->sa_handler)) return act;
+  *copy = *act;
+  if (info) {
+    g_app_info[sig].store(act->sa_sigaction, std::memory_order_release);
+    copy->sa_sigaction = RunInfo;
+  } else {
+    g_app_plain[sig].store(act->sa_handler, std::memory_order_release);
+    copy->sa_handler = RunPlain;
+  }
+  return copy;
+}
+
+// g_watching is set once the watched signals' handlers are in place; from
+// then on the program's handlers run through RunPlain and RunInfo.
 std::atomic<bool> g_watching{false};
 // g_owned[sig]: the shim's handler is installed where the program believes
 // SIG_DFL is.
@@ -107,16 +181,26 @@ void FillDefault(struct sigaction* old) {
   sigemptyset(&old->sa_mask);
 }
 
-// ChangeHandler runs one of the signal() family (real) on a watched signal.
+bool Covered(int sig) { return g_watching.load(std::memory_order_acquire) && sig > 0 && sig < NSIG; }
+
+// ChangeHandler runs one of the signal() family (real), a handler function
+// through RunPlain: real sets the flags and mask its semantics want.
 sighandler_t ChangeHandler(sighandler_t (*real)(int, sighandler_t), int sig, sighandler_t handler) {
-  if (!g_watching.load(std::memory_order_acquire) || !Watched(sig)) return real(sig, handler);
-  const bool owned = g_owned[sig].load(std::memory_order_relaxed);
+  if (!Covered(sig)) return real(sig, handler);
+  const bool watched = Watched(sig);
+  const bool owned = watched && g_owned[sig].load(std::memory_order_relaxed);
   if (owned && handler == SIG_DFL) return SIG_DFL;  // the shim's handler stays
-  const sighandler_t previous = real(sig, handler);
+  const AppHandlers before(sig);
+  sighandler_t to_kernel = handler;
+  if (Wraps(handler)) {
+    g_app_plain[sig].store(handler, std::memory_order_release);
+    to_kernel = RunPlain;
+  }
+  const sighandler_t previous = real(sig, to_kernel);
   if (previous == SIG_ERR) return previous;
   ErrnoSaver errno_saver;
-  if (handler != SIG_HOLD) Reconcile(sig, handler);
-  return owned ? SIG_DFL : previous;
+  if (watched && handler != SIG_HOLD) Reconcile(sig, handler);
+  return owned ? SIG_DFL : before.Program(previous);
 }
 
 }  // namespace
@@ -141,19 +225,28 @@ void StartSignalWatch() {
 }
 
 int Sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
-  if (!g_watching.load(std::memory_order_acquire) || !Watched(sig)) {
-    return Bound(g_real.sigaction, "sigaction")(sig, act, old);
-  }
-  const bool owned = g_owned[sig].load(std::memory_order_relaxed);
+  if (!Covered(sig)) return Bound(g_real.sigaction, "sigaction")(sig, act, old);
+  const bool watched = Watched(sig);
+  const bool owned = watched && g_owned[sig].load(std::memory_order_relaxed);
   if (owned && act != nullptr && act->sa_handler == SIG_DFL) {
     if (old != nullptr) FillDefault(old);  // the shim's handler stays
     return 0;
   }
-  const int result = g_real.sigaction(sig, act, old);
+  const AppHandlers before(sig);
+  // Read before the call: old may be act.
+  const sighandler_t set = act != nullptr ? act->sa_handler : SIG_ERR;
+  struct sigaction copy;
+  const int result = g_real.sigaction(sig, Wrapped(sig, act, &copy), old);
   if (result != 0) return result;
   ErrnoSaver errno_saver;
-  if (owned && old != nullptr) FillDefault(old);
-  if (act != nullptr) Reconcile(sig, act->sa_handler);
+  if (old != nullptr) {
+    if (owned) {
+      FillDefault(old);
+    } else {
+      old->sa_handler = before.Program(old->sa_handler);  // sa_sigaction shares its storage
+    }
+  }
+  if (watched && act != nullptr) Reconcile(sig, set);
   return result;
 }
 
@@ -170,5 +263,7 @@ sighandler_t Sigset(int sig, sighandler_t disposition) {
 }
 
 void ForgetPendingSignalInChild() { t_pending_signal = 0; }
+
+void LeaveSignalHandlers() { t_app_signal_depth = 0; }
 
 }  // namespace tcpadvise

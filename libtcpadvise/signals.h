@@ -25,6 +25,18 @@
 // instructions, during which the signal kills without a trace. A call the
 // signal interrupts between the kernel's return and the shim's counters is
 // not counted: the program never saw its result.
+//
+// The program's own handlers. Every handler function the program sets
+// (sigaction, signal and the rest) runs through a trampoline of the shim's
+// that counts the handlers the thread is in (reentry.h:
+// InApplicationSignalHandler), so that a hook called from a handler, which
+// may have interrupted the program inside malloc or the loader, starts no
+// thread and unwinds no stack. The kernel sees the trampoline, with the
+// program's flags and mask; the program reads back its own handler. A
+// longjmp out of a handler (the longjmp wrappers: LeaveSignalHandlers)
+// ends the count; one from a handler into another handler ends it early,
+// and a handler left some other way (setcontext) leaves it counted: that
+// thread's hooks then start no thread and sample no call site.
 #ifndef TCPADVISE_SIGNALS_H_
 #define TCPADVISE_SIGNALS_H_
 
@@ -49,6 +61,10 @@ sighandler_t SysvSignal(int sig, sighandler_t handler);
 
 // Sigset wraps the System V sigset: SIG_HOLD passes through.
 sighandler_t Sigset(int sig, sighandler_t disposition);
+
+// LeaveSignalHandlers notes that this thread left every handler it was in
+// (a longjmp, which a program may call from a handler).
+void LeaveSignalHandlers();
 
 // ForgetPendingSignalInChild drops, in a fork child, a stop signal its
 // parent's thread noted inside a shim section: it was the parent's.

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <fcntl.h>
+#include <setjmp.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -315,8 +316,7 @@ TCPADVISE_EXPORT FILE* popen(const char* command, const char* type) {
   return tcpadvise::Real(tcpadvise::g_real.popen)(command, type);
 }
 TCPADVISE_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg) {
-  tcpadvise::NoteApplicationThread();
-  return tcpadvise::Real(tcpadvise::g_real.pthread_create)(thread, attr, start, arg);
+  return tcpadvise::StartApplicationThread(thread, attr, start, arg);
 }
 TCPADVISE_EXPORT int pthread_cancel(pthread_t thread) {
   tcpadvise::NoteApplicationThread();
@@ -351,3 +351,17 @@ TCPADVISE_SIGNAL_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler
 }
 TCPADVISE_SIGNAL_EXPORT sighandler_t sigset(int sig, sighandler_t disposition) { return tcpadvise::Sigset(sig, disposition); }
 #undef TCPADVISE_SIGNAL_EXPORT
+
+// A longjmp may leave the program's signal handlers (signals.h).
+extern "C" void __longjmp_chk(struct __jmp_buf_tag* env, int value) noexcept __attribute__((noreturn));
+#define TCPADVISE_LONGJMP(name, slot)                                                       \
+  TCPADVISE_EXPORT void name(struct __jmp_buf_tag* env, int value) noexcept {           \
+    tcpadvise::LeaveSignalHandlers();                                                   \
+    tcpadvise::Real(tcpadvise::g_real.slot)(env, value);                                \
+    __builtin_unreachable();                                                            \
+  }
+TCPADVISE_LONGJMP(longjmp, longjmp)
+TCPADVISE_LONGJMP(_longjmp, underscore_longjmp)
+TCPADVISE_LONGJMP(siglongjmp, siglongjmp)
+TCPADVISE_LONGJMP(__longjmp_chk, longjmp_chk)
+#undef TCPADVISE_LONGJMP

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from testlib import load_traces, prog, shim_env, sockets, start_listening, wait_for
+from testlib import load_traces, policy_env, prog, shim_env, sockets, start_listening, wait_for
 
 SHAPES = [sys.executable, str(Path(__file__).with_name("shapes.py"))]
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "realprogs"
@@ -265,3 +265,22 @@ def test_stop_signal_inside_the_shim_still_ends_the_process_with_its_trace(tmp_p
         assert written > 0 and sum(s["writes"]["calls"] for s in clients) == written
         # At most the last connection's byte is in flight when the signal lands.
         assert written - 1 <= sum(s["reads"]["bytes"] for s in servers) <= written
+
+
+@pytest.mark.parametrize("kind", ["plain", "info"])
+def test_a_program_that_longjmps_out_of_its_handler_keeps_its_policy(tmp_path, kind):
+    """The shim runs the program's handlers through a trampoline that counts
+    them (a hook inside one starts no thread: signals.h). A program that
+    leaves its handler with siglongjmp, as shells and interpreters do, must
+    not stay counted as inside it: its later bursts are held by the fixed
+    coalesce policy (whose deadline thread starts at the first), every byte
+    arrives in order, and sigaction reads back the program's own handler."""
+    env, traces = policy_env(tmp_path, "{coalesce: {adaptive: false}}")
+    result = subprocess.run([prog("sigjump"), kind], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["handler own", "done 400"]
+    (trace,) = load_traces(traces).values()
+    (client,) = sockets(trace, "client")
+    assert client["policy"]["counters"]["bytes_held"] == 400
+    plain = subprocess.run([prog("sigjump"), kind], capture_output=True, text=True, timeout=60)
+    assert plain.stdout == result.stdout
