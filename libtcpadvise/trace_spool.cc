@@ -67,7 +67,12 @@ bool SpoolReserve(SpoolHeader* spool, const char* path, uint64_t dev, uint64_t i
   const int error = errno;
   g_real.close(fd);
   errno = error;
-  if (reserved) spool->allocated.store(end, std::memory_order_release);
+  // Any process of the tree may reserve (a daemon's children fork from it,
+  // not from the spool's owner): the room only grows.
+  uint64_t seen = spool->allocated.load(std::memory_order_relaxed);
+  while (reserved && seen < end &&
+         !spool->allocated.compare_exchange_weak(seen, end, std::memory_order_release, std::memory_order_relaxed)) {
+  }
   return reserved;
 }
 

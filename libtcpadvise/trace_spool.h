@@ -47,7 +47,8 @@ constexpr uint64_t kSpoolCapacity = uint64_t{64} << 20;
 // others.
 constexpr uint32_t kSpoolRecordBound = 1u << 20;
 // kSpoolFirstReserve, kSpoolReserveStep: the spool's blocks are allocated
-// (fallocate) ahead of the claims, by the parent (SpoolReserve): a child
+// (fallocate) ahead of the claims, by the process that forks (SpoolReserve;
+// a daemon's server, say, whose spool its first parent made): a child
 // that wrote into a hole of a full file system would get SIGBUS, where a
 // claim past the allocated bytes fails, and its trace goes to a file. 256 KiB
 // at first (a process that forks only to exec leaves an empty spool: 256
@@ -106,7 +107,8 @@ inline bool SpoolNeedsReserve(const SpoolHeader* spool) {
 // SpoolReserve allocates the spool's next step (SpoolReserveStep): path
 // opened again (O_NOFOLLOW), the same file as mapped (dev and ino) or none,
 // fallocate, close; some ten times in a spool's life. False when it could
-// not (the claims then stop at what is allocated).
+// not (the claims then stop at what is allocated). Processes of one tree
+// may call it at once: the allocated room only grows.
 bool SpoolReserve(SpoolHeader* spool, const char* path, uint64_t dev, uint64_t ino);
 
 // UnmapSpool unmaps a spool this process mapped (the file stays).

@@ -476,7 +476,7 @@ struct {
 } g_spool;
 
 // g_spool_file: what the process that maps a spool keeps of it to allocate
-// its room (SpoolReserve).
+// its room (SpoolReserve), as do its children that fork in turn.
 struct SpoolFile {
   char path[kPathBytes];
   uint64_t dev, ino;
@@ -741,7 +741,7 @@ void SpoolBeforeFork() {
   SpoolHeader* spool = g_spool.header;
   if (spool == nullptr || SpoolHalfFull(spool)) {
     CreateSpool();
-  } else if (g_spool.owner_pid == g_runtime.pid && SpoolNeedsReserve(spool)) {
+  } else if (SpoolNeedsReserve(spool)) {
     SpoolReserve(spool, g_spool_file.path, g_spool_file.dev, g_spool_file.ino);
   }
 }

@@ -12,13 +12,19 @@ from testlib import invoke, load_traces, run, shim_env, sockets
 
 # FORKER: a server that forks a child per connection it makes to itself; each child writes, reads the
 # reply and exits. argv: children, seconds each child waits before it exits, then "kill" to end the
-# parent with SIGKILL (no exit handler), or "limit" to cap its address space before the first fork.
+# parent with SIGKILL (no exit handler), "limit" to cap its address space before the first fork, or
+# "daemon" to serve from a child of the first process, which listened (as a daemon does), and waits.
 FORKER = r"""
 import os, resource, signal, socket, sys, time
 children, linger, how = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
 listener.listen(64)
+if how == "daemon":
+    daemon = os.fork()
+    if daemon != 0:
+        os.waitpid(daemon, 0)
+        sys.exit(0)
 port = listener.getsockname()[1]
 if how == "limit":  # room for the program, not for a 64 MiB mapping
     size = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
@@ -105,3 +111,21 @@ def test_a_spool_that_cannot_be_mapped_leaves_the_children_writing_files_with_on
     assert len(traces) == 6 and len(list(out.glob("*.json"))) == 6
     line = "the shim could not create its trace spool; fork children wrote trace files"
     assert all(line in t["shim_warnings"] for t in traces.values())
+
+
+def test_a_daemons_children_all_fit_in_the_spool_its_first_parent_made(tmp_path):
+    """The first process makes the spool at its first fork, the daemon's; the daemon forks the
+    children, whose traces outgrow the spool's first reservation (256 KiB: some 60 pages): the
+    daemon reserves more as the owner would, so no child falls back to a file of its own."""
+    out = tmp_path / "out"
+    out.mkdir()
+    result, daemon = forker(out, 120, how="daemon")
+    assert result.returncode == 0 and "tcpadvise: warning" not in result.stderr, result.stderr
+    (spool,) = out.glob("*.spool")
+    # No file: the daemon's trace and its children's are records of the spool (the first process,
+    # which only listened, has nothing to trace).
+    assert [path.name for path in out.glob("*.json")] == []
+    traces = load_traces(out)
+    children = [t for t in traces.values() if t["ppid"] == daemon]
+    assert len(traces) == 121 and len(children) == 120
+    assert traces[daemon]["ppid"] == int(spool.name.split(".")[1])
