@@ -85,8 +85,11 @@ bool SpoolAppend(SpoolHeader* spool, const char* data, size_t size, int pid) {
   // the next page rather than straddle two: the child then writes (and
   // faults on) one page of the spool, not two (a 3 KB trace straddled one
   // time in three-quarters); the gap stays zeros, which the reader skips.
+  // The child's first touch of the header page is a write (an add of 0): a
+  // load first would map the shared page read-only, and the claim would
+  // fault on it a second time, for write (2 faults a child instead of 1).
+  uint64_t claimed = spool->offset.fetch_add(0, std::memory_order_relaxed);
   const uint64_t room = spool->allocated.load(std::memory_order_acquire);
-  uint64_t claimed = spool->offset.load(std::memory_order_relaxed);
   uint64_t at;
   do {
     at = claimed;
