@@ -70,7 +70,17 @@ bool StartSnapshotThreadOnce() {
   return false;
 }
 
+// t_fork_inside_shim: this thread forks from a signal handler that
+// interrupted the shim, holding one of its locks or a socket's turn, which
+// the fork handlers would wait for for ever. They then take no lock and
+// change nothing, except that the child drops what its parent holds.
+__thread bool t_fork_inside_shim = false;
+
 void BeforeFork() {
+  if (Reentered() || InsidePolicy()) {
+    t_fork_inside_shim = true;
+    return;
+  }
   ++g_process_page.forks;
   // The child must not send what the parent holds: it all goes out now.
   ReleaseAll(FlushCause::kFork);
@@ -82,6 +92,10 @@ void BeforeFork() {
 }
 
 void AfterForkInParent() {
+  if (t_fork_inside_shim) {
+    t_fork_inside_shim = false;
+    return;
+  }
   PrivateHeapAfterForkInParent();
   g_table.Unlock();
   UnlockTraceWriter();
@@ -92,6 +106,14 @@ void AfterForkInParent() {
 // the child copies from its parent. The locks and the trace's flags are the
 // process page's, which the child gets zeroed (process_page.h).
 void AfterForkInChild() {
+  if (t_fork_inside_shim) {
+    // The section this thread was in finishes if the handler returns. The
+    // runtime knows the child by its parent's pid, as a vfork child: it
+    // writes no trace (RuntimeStopAtExitCall), nor sends its parent's bytes.
+    t_fork_inside_shim = false;
+    DropHeldInChild();
+    return;
+  }
   g_runtime.start_unix_ns = RealtimeNs();
   g_runtime.ppid = g_runtime.pid;
   g_runtime.pid = getpid();

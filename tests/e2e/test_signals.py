@@ -284,3 +284,28 @@ def test_a_program_that_longjmps_out_of_its_handler_keeps_its_policy(tmp_path, k
     assert client["policy"]["counters"]["bytes_held"] == 400
     plain = subprocess.run([prog("sigjump"), kind], capture_output=True, text=True, timeout=60)
     assert plain.stdout == result.stdout
+
+
+@pytest.mark.parametrize("policy", [None, "coalesce"])
+def test_a_handler_that_forks_inside_a_hook_does_not_deadlock(tmp_path, policy):
+    """A SIGALRM handler forks (async-signal-safe) every 300 us or so while the main loop runs TCP calls: the
+    handler lands inside the shim's hooks, holding the socket table's lock or a socket's turn, where
+    the shim's fork handlers would wait on it for ever (they did: the first run hung). They now take
+    nothing, and the child keeps nothing its parent holds; the program ends as without the shim."""
+    if policy:
+        env, out = policy_env(tmp_path, policy)
+    else:
+        out = tmp_path / "out"
+        out.mkdir()
+        env = shim_env(out)
+    program = subprocess.Popen([prog("sigfork")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        stdout, stderr = program.communicate(timeout=60)
+    finally:
+        program.kill()
+    assert program.returncode == 0, stderr
+    done, rounds, _, forks = stdout.split()
+    assert done == "done" and int(rounds) > 100 and int(forks) > 100, stdout
+    assert "tcpadvise: warning" not in stderr
+    assert sum(s["writes"]["bytes"] for s in sockets(load_traces(out)[program.pid], "client")) == int(rounds)
