@@ -5,7 +5,6 @@ what the shim itself sees, prefork servers name each connection by its
 cookie in both processes, and closed connections that talk differently are
 never folded into one group."""
 import json
-import os
 import shutil
 import socket
 import subprocess
