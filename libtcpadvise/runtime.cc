@@ -318,7 +318,11 @@ void SnapshotDue(uint64_t now_ticks) {
 }
 
 void NoteTrackFailure(int fd) {
-  const uint32_t flag = g_table.Covers(fd) ? kWarnOutOfMemory : kWarnFdBeyondTable;
+  // A signal handler's socket that came while its thread held the table's
+  // lock is left untracked (SocketTable::Track), not for want of memory.
+  const uint32_t flag = !g_table.Covers(fd) ? kWarnFdBeyondTable
+                        : Reentered()       ? kWarnSignalHandlerSocket
+                                            : kWarnOutOfMemory;
   g_warnings.fetch_or(flag, std::memory_order_relaxed);
 }
 

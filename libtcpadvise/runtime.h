@@ -136,6 +136,7 @@ void NoteTrackFailure(int fd);
 uint32_t ShimWarnings();
 constexpr uint32_t kWarnFdBeyondTable = 1u << 0;
 constexpr uint32_t kWarnOutOfMemory = 1u << 1;
+constexpr uint32_t kWarnSignalHandlerSocket = 1u << 2;
 
 }  // namespace tcpadvise
 

@@ -618,6 +618,9 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   const uint32_t warnings = ShimWarnings();
   if (warnings & kWarnFdBeyondTable) w->String("some sockets had fds above the shim's table size and were not tracked");
   if (warnings & kWarnOutOfMemory) w->String("the shim ran out of memory for its tables; some sockets were not tracked");
+  if (warnings & kWarnSignalHandlerSocket) {
+    w->String("some sockets a signal handler opened while it interrupted the shim were not tracked");
+  }
   if (g_spool.failed) w->String("the shim could not create its trace spool; fork children wrote trace files");
   w->EndArray();
   if (const char* fail_open = PolicyFailOpenReason()) {
