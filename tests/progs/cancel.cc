@@ -18,6 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "progs.h"
+
 namespace {
 
 int g_fd = -1;
@@ -36,15 +38,9 @@ void ReportCancelled(void*) {
 
 // ConnectedPair returns a client socket connected to a listener that never sends.
 int ConnectedPair(int* accepted) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(listener, 1) != 0 ||
-      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    return -1;
-  }
+  sockaddr_in addr;
+  const int listener = ListenOnLoopback(&addr, 1);
+  if (listener < 0) return -1;
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return -1;
   *accepted = accept(listener, nullptr, nullptr);

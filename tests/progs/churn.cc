@@ -9,15 +9,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "progs.h"
+
 int main() {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  listen(listener, 1024);
-  socklen_t len = sizeof(addr);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  sockaddr_in addr;
+  const int listener = ListenOnLoopback(&addr);
+  if (listener < 0) return 2;
   printf("listening %d\n", ntohs(addr.sin_port));
   fflush(stdout);
   char byte = 'c';

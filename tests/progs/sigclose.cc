@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "progs.h"
+
 namespace {
 
 volatile sig_atomic_t g_handled = 0;
@@ -24,18 +26,10 @@ void OnAlarm(int) {
 }  // namespace
 
 int main() {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  listen(listener, 1024);
-  socklen_t len = sizeof(addr);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  struct sigaction sa {};
-  sa.sa_handler = OnAlarm;
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGALRM, &sa, nullptr);
+  sockaddr_in addr;
+  const int listener = ListenOnLoopback(&addr);
+  if (listener < 0) return 2;
+  OnSignal(SIGALRM, OnAlarm);
   const itimerval every = {{0, 100}, {0, 100}};
   setitimer(ITIMER_REAL, &every, nullptr);
   timespec start, now;

@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "progs.h"
 namespace {
 
 volatile sig_atomic_t g_forks = 0;
@@ -32,18 +34,10 @@ void OnAlarm(int) {
 }  // namespace
 
 int main() {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  listen(listener, 1024);
-  socklen_t len = sizeof(addr);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  struct sigaction sa {};
-  sa.sa_handler = OnAlarm;
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGALRM, &sa, nullptr);
+  sockaddr_in addr;
+  const int listener = ListenOnLoopback(&addr);
+  if (listener < 0) return 2;
+  OnSignal(SIGALRM, OnAlarm);
   const itimerval once = {{0, 0}, {0, 300}};
   timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);

@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "progs.h"
+
 namespace {
 
 sigjmp_buf g_env;
@@ -40,15 +42,9 @@ bool ReadFull(int fd, char* buf, size_t size) {
 
 int main(int argc, char** argv) {
   const bool info = argc > 1 && strcmp(argv[1], "info") == 0;
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(listener, 1) != 0 ||
-      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    return 2;
-  }
+  sockaddr_in addr;
+  const int listener = ListenOnLoopback(&addr, 1);
+  if (listener < 0) return 2;
   const int client = socket(AF_INET, SOCK_STREAM, 0);
   if (connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return 2;
   const int server = accept(listener, nullptr, nullptr);
