@@ -108,9 +108,10 @@ void AfterForkInParent() {
 void AfterForkInChild() {
   if (t_fork_inside_shim) {
     // The section this thread was in finishes if the handler returns. The
-    // runtime knows the child by its parent's pid, as a vfork child: it
-    // writes no trace (RuntimeStopAtExitCall), nor sends its parent's bytes.
+    // child writes no trace (its runtime still has its parent's pid, whose
+    // file its trace would replace), nor sends its parent's bytes.
     t_fork_inside_shim = false;
+    g_active.store(false, std::memory_order_release);
     DropHeldInChild();
     return;
   }
