@@ -74,6 +74,14 @@ struct AppHandlers {
   }
 };
 
+// WrappedPlain is the handler to hand the kernel for the program's plain
+// handler: RunPlain in place of a function, whose slot now holds it.
+sighandler_t WrappedPlain(int sig, sighandler_t handler) {
+  if (!Wraps(handler)) return handler;
+  g_app_plain[sig].store(handler, std::memory_order_release);
+  return RunPlain;
+}
+
 // Wrapped is the action to hand the kernel for the program's act: a copy
 // with the trampoline in place of a handler function (its flags and mask
 // as they are), whose slot now holds the program's handler.
@@ -86,8 +94,7 @@ const struct sigaction* Wrapped(int sig, const struct sigaction* act, struct sig
     g_app_info[sig].store(act->sa_sigaction, std::memory_order_release);
     copy->sa_sigaction = RunInfo;
   } else {
-    g_app_plain[sig].store(act->sa_handler, std::memory_order_release);
-    copy->sa_handler = RunPlain;
+    copy->sa_handler = WrappedPlain(sig, act->sa_handler);
   }
   return copy;
 }
@@ -191,12 +198,7 @@ sighandler_t ChangeHandler(sighandler_t (*real)(int, sighandler_t), int sig, sig
   const bool owned = watched && g_owned[sig].load(std::memory_order_relaxed);
   if (owned && handler == SIG_DFL) return SIG_DFL;  // the shim's handler stays
   const AppHandlers before(sig);
-  sighandler_t to_kernel = handler;
-  if (Wraps(handler)) {
-    g_app_plain[sig].store(handler, std::memory_order_release);
-    to_kernel = RunPlain;
-  }
-  const sighandler_t previous = real(sig, to_kernel);
+  const sighandler_t previous = real(sig, WrappedPlain(sig, handler));
   if (previous == SIG_ERR) return previous;
   ErrnoSaver errno_saver;
   if (watched && handler != SIG_HOLD) Reconcile(sig, handler);
