@@ -152,6 +152,12 @@ void AfterForkInChild() {
 #define TCPADVISE_BAD_TURNS_EVERY                                        \
   "TCPADVISE_TURNS_EVERY must be a power of two from 1 to 65536; using " \
       TCPADVISE_SPELL(TCPADVISE_TURNS_EVERY_DEFAULT)
+#define TCPADVISE_BAD_CHILD_TRACES_FIRST                                         \
+  "TCPADVISE_CHILD_TRACES_FIRST must be a count from 0 to 1099511627776; using " \
+      TCPADVISE_SPELL(TCPADVISE_CHILD_TRACES_FIRST_DEFAULT)
+#define TCPADVISE_BAD_CHILD_TRACES_EVERY                                        \
+  "TCPADVISE_CHILD_TRACES_EVERY must be a power of two from 1 to 65536; using " \
+      TCPADVISE_SPELL(TCPADVISE_CHILD_TRACES_EVERY_DEFAULT)
 
 // OneWarning is the line naming what is bad of two settings: when both are,
 // `both`, their warnings joined, so that fixing one does not reveal the other.
@@ -175,15 +181,33 @@ Settings ParseSettings(const char* out_dir, const char* interval, const char** w
   return s;
 }
 
+// ParseFirstEvery reads a "first N, then one in every" pair of settings into
+// *first and *every_shift, each kept where its value is bad; which were is
+// returned in *bad_first and *bad_every.
+static void ParseFirstEvery(const char* first, const char* every, uint64_t* first_value, uint32_t* every_shift,
+                            bool* bad_first, bool* bad_every) {
+  *bad_first = first != nullptr && first[0] != '\0' && !ParseCount(first, uint64_t{1} << 40, first_value);
+  uint64_t every_value = uint64_t{1} << *every_shift;
+  *bad_every = every != nullptr && every[0] != '\0' && !ParsePowerOfTwo(every, 65536, &every_value);
+  *every_shift = static_cast<uint32_t>(__builtin_ctzll(every_value));
+}
+
 TurnSampling ParseTurnSampling(const char* first, const char* every, const char** warning) {
   TurnSampling t;
-  const bool bad_first = first != nullptr && first[0] != '\0' && !ParseCount(first, uint64_t{1} << 40, &t.first);
-  uint64_t every_value = uint64_t{1} << t.every_shift;
-  const bool bad_every = every != nullptr && every[0] != '\0' && !ParsePowerOfTwo(every, 65536, &every_value);
-  t.every_shift = static_cast<uint32_t>(__builtin_ctzll(every_value));
+  bool bad_first, bad_every;
+  ParseFirstEvery(first, every, &t.first, &t.every_shift, &bad_first, &bad_every);
   *warning = OneWarning(bad_first, TCPADVISE_BAD_TURNS_FIRST, bad_every, TCPADVISE_BAD_TURNS_EVERY,
                         TCPADVISE_BAD_TURNS_FIRST "; " TCPADVISE_BAD_TURNS_EVERY);
   return t;
+}
+
+ChildTraceSampling ParseChildTraceSampling(const char* first, const char* every, const char** warning) {
+  ChildTraceSampling c;
+  bool bad_first, bad_every;
+  ParseFirstEvery(first, every, &c.first, &c.every_shift, &bad_first, &bad_every);
+  *warning = OneWarning(bad_first, TCPADVISE_BAD_CHILD_TRACES_FIRST, bad_every, TCPADVISE_BAD_CHILD_TRACES_EVERY,
+                        TCPADVISE_BAD_CHILD_TRACES_FIRST "; " TCPADVISE_BAD_CHILD_TRACES_EVERY);
+  return c;
 }
 
 #undef TCPADVISE_SPELL_VALUE
@@ -192,6 +216,8 @@ TurnSampling ParseTurnSampling(const char* first, const char* every, const char*
 #undef TCPADVISE_BAD_INTERVAL
 #undef TCPADVISE_BAD_TURNS_FIRST
 #undef TCPADVISE_BAD_TURNS_EVERY
+#undef TCPADVISE_BAD_CHILD_TRACES_FIRST
+#undef TCPADVISE_BAD_CHILD_TRACES_EVERY
 
 // ApplyConfigOutput takes the config's output settings where the environment
 // gave none.
@@ -216,6 +242,9 @@ void RuntimeStart() {
   if (warning != nullptr) RawWarning("%s", warning);
   g_runtime.settings.turns =
       ParseTurnSampling(secure_getenv("TCPADVISE_TURNS_FIRST"), secure_getenv("TCPADVISE_TURNS_EVERY"), &warning);
+  if (warning != nullptr) RawWarning("%s", warning);
+  g_runtime.settings.child_traces = ParseChildTraceSampling(secure_getenv("TCPADVISE_CHILD_TRACES_FIRST"),
+                                                           secure_getenv("TCPADVISE_CHILD_TRACES_EVERY"), &warning);
   if (warning != nullptr) RawWarning("%s", warning);
   g_runtime.tick_rate.Start();
   g_runtime.start_unix_ns = RealtimeNs();

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "socket_state.h"
+#include "trace_spool.h"
 
 namespace tcpadvise {
 
@@ -25,6 +26,9 @@ struct Settings {
   // Which turns each socket records in full (TCPADVISE_TURNS_FIRST,
   // TCPADVISE_TURNS_EVERY).
   TurnSampling turns;
+  // Which fork children of one connection write their final trace
+  // (TCPADVISE_CHILD_TRACES_FIRST, TCPADVISE_CHILD_TRACES_EVERY).
+  ChildTraceSampling child_traces;
 };
 
 // RuntimeState is what the trace writer needs to know about the process.
@@ -69,6 +73,12 @@ Settings ParseSettings(const char* out_dir, const char* interval, const char** w
 // unset); a bad value keeps its default, and *warning names every bad one in
 // one line (nullptr when none).
 TurnSampling ParseTurnSampling(const char* first, const char* every, const char** warning);
+
+// ParseChildTraceSampling reads TCPADVISE_CHILD_TRACES_FIRST (a service's
+// fork children that write their trace, 0 to 2^40) and
+// TCPADVISE_CHILD_TRACES_EVERY (then the last of every, a power of two from 1,
+// every child, to 65536) as ParseTurnSampling does.
+ChildTraceSampling ParseChildTraceSampling(const char* first, const char* every, const char** warning);
 
 // RuntimeStart binds libc, reads the settings and arms the socket table; the
 // shim stays inert (every call passes through) in setuid processes or when

@@ -77,6 +77,25 @@ TEST(RuntimeTest, TwoBadTurnSamplingSettingsAreNamedInOneLine) {
   EXPECT_EQ(strchr(warning, '\n'), nullptr);
 }
 
+TEST(RuntimeTest, ChildTraceSamplingIsReadAndABadSettingIsNamed) {
+  const char* warning = nullptr;
+  ChildTraceSampling c = ParseChildTraceSampling("0", "1", &warning);
+  EXPECT_EQ(c.first, 0u);
+  EXPECT_EQ(c.every_shift, 0u);  // every child writes
+  EXPECT_EQ(warning, nullptr);
+  c = ParseChildTraceSampling(nullptr, nullptr, &warning);
+  EXPECT_EQ(c.first, 16u);
+  EXPECT_EQ(c.every_shift, 4u);
+  EXPECT_EQ(warning, nullptr);
+  c = ParseChildTraceSampling("some", "12", &warning);
+  EXPECT_EQ(c.first, 16u);
+  EXPECT_EQ(c.every_shift, 4u);
+  EXPECT_TRUE(Names(warning, "TCPADVISE_CHILD_TRACES_FIRST must be") &&
+              Names(warning, "TCPADVISE_CHILD_TRACES_EVERY must be a power of two"))
+      << warning;
+  EXPECT_TRUE(Names(warning, "using 16; TCPADVISE")) << warning;
+}
+
 // Using is the end of the warning of a bad setting whose default is `value`.
 std::string Using(double value) {
   char text[64];

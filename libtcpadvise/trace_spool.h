@@ -9,11 +9,16 @@
 //
 // The file (little-endian, as the machine writes it), read by
 // advisor/tcpadvise/trace/spool.py:
-//   header (kSpoolHeaderBytes): magic "TCPASPOL", version u32 (1), header
-//     size u32, capacity u64 (the file's size), offset u64 (the next record's
-//     claim; beyond the room once a claim failed), owner pid i32, record
-//     bound u32, created unix ns u64, allocated u64 (the bytes given blocks
-//     so far, SpoolReserve), zeros;
+//   header (kSpoolHeaderBytes, a page): magic "TCPASPOL", version u32 (2),
+//     header size u32, capacity u64 (the file's size), offset u64 (the next
+//     record's claim; beyond the room once a claim failed), owner pid i32,
+//     record bound u32, created unix ns u64, allocated u64 (the bytes given
+//     blocks so far, SpoolReserve), zeros up to byte 64; then
+//     kSpoolSampleSlots sample slots of 16 bytes (SpoolSampleChild): key u32
+//     (a service's SocketIdentity::ServiceKey + 1, its role's number, 0
+//     unknown, 1 client, 2 server, 3 listener, << 16 | its service port; 0:
+//     free), seen u32 (the children of the service that asked), represented
+//     u32 (the children their written traces stand for), zeros; zeros;
 //   records from the header's end, each at a multiple of 8 (one that fits
 //     in a 4 KiB page within one page; zeros between): magic u32
 //     (kSpoolRecordMagic, bytes ff 'R' 'E' 'C': 0xff is in no UTF-8 text, so a
@@ -31,7 +36,7 @@
 namespace tcpadvise {
 
 constexpr char kSpoolMagic[8] = {'T', 'C', 'P', 'A', 'S', 'P', 'O', 'L'};
-constexpr uint32_t kSpoolVersion = 1;
+constexpr uint32_t kSpoolVersion = 2;
 constexpr uint32_t kSpoolRecordMagic = 0x434552ff;  // ff 'R' 'E' 'C' in memory
 constexpr uint32_t kSpoolCommitted = 0x54494d43;    // 'C' 'M' 'I' 'T' in memory
 // kSpoolCapacity: 64 MiB, sparse (the file takes on disk, and the page cache
@@ -60,6 +65,16 @@ constexpr uint64_t kSpoolReserveStep = uint64_t{4} << 20;
 // kSpoolPage: records up to a page long never straddle two (SpoolAppend).
 constexpr uint64_t kSpoolPage = 4096;
 
+// SpoolSampleSlot counts one service's fork children that asked whether to
+// write their trace (SpoolSampleChild).
+struct SpoolSampleSlot {
+  std::atomic<uint32_t> key;
+  std::atomic<uint32_t> seen;
+  std::atomic<uint32_t> represented;
+  uint32_t reserved;
+};
+constexpr int kSpoolSampleSlots = 128;
+
 struct SpoolHeader {
   char magic[8];
   uint32_t version;
@@ -71,9 +86,13 @@ struct SpoolHeader {
   uint64_t created_unix_ns;
   std::atomic<uint64_t> allocated;
   uint64_t reserved;
+  SpoolSampleSlot samples[kSpoolSampleSlots];
 };
-constexpr size_t kSpoolHeaderBytes = 64;
-static_assert(sizeof(SpoolHeader) == kSpoolHeaderBytes, "the spool's header is 64 bytes");
+// kSpoolHeaderBytes: the header's page, which every child writes (its
+// claim); the records start on the next.
+constexpr size_t kSpoolHeaderBytes = 4096;
+static_assert(offsetof(SpoolHeader, samples) == 64, "the sample slots start at byte 64");
+static_assert(sizeof(SpoolHeader) <= kSpoolHeaderBytes, "the spool's header fits in its page");
 
 struct SpoolRecordHeader {
   uint32_t magic;
@@ -120,6 +139,26 @@ void UnmapSpool(SpoolHeader* spool);
 // bound or past the room left (the caller writes them elsewhere). No system call, nothing allocated: the
 // pages it writes are the shared file's.
 bool SpoolAppend(SpoolHeader* spool, const char* data, size_t size, int pid);
+
+// ChildTraceSampling: which of a service's fork children write their final
+// trace (TCPADVISE_CHILD_TRACES_FIRST, TCPADVISE_CHILD_TRACES_EVERY).
+#define TCPADVISE_CHILD_TRACES_FIRST_DEFAULT 16
+#define TCPADVISE_CHILD_TRACES_EVERY_DEFAULT 16
+struct ChildTraceSampling {
+  uint64_t first = TCPADVISE_CHILD_TRACES_FIRST_DEFAULT;
+  uint32_t every_shift = __builtin_ctz(TCPADVISE_CHILD_TRACES_EVERY_DEFAULT);
+};
+
+// SpoolSampleChild decides whether a fork child of one connection writes its
+// final trace, from the count of its service's children (key: the service's
+// ServiceKey) that asked before it in this spool: the first `first` write,
+// each standing for itself (1), then the last of every 2^every_shift, standing
+// for those before it that wrote none and itself (2^every_shift); the others
+// none (0). A child whose service finds the slots taken writes (1), uncounted.
+// The slot counts the children that asked (seen) and those the written ones
+// stand for (represented): the reader tells from them how many wrote none and
+// are not stood for (the last of a service's, fewer than 2^every_shift).
+uint32_t SpoolSampleChild(SpoolHeader* spool, uint32_t key, const ChildTraceSampling& sampling);
 
 // SpoolHalfFull: whether the claims reached half the capacity (the parent
 // maps a new spool for its next children).

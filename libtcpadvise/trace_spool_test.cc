@@ -73,7 +73,8 @@ TEST_F(TraceSpoolTest, CreatesAPrivateSparseFileWithItsHeader) {
   EXPECT_EQ(static_cast<uint64_t>(st.st_size), kSpoolCapacity);
   EXPECT_LE(static_cast<uint64_t>(st.st_blocks) * 512, kSpoolFirstReserve + 65536);  // only the reserve has blocks
   EXPECT_EQ(memcmp(spool->magic, "TCPASPOL", 8), 0);
-  EXPECT_EQ(spool->version, 1u);
+  EXPECT_EQ(spool->version, 2u);
+  EXPECT_EQ(spool->header_bytes, kSpoolHeaderBytes);
   EXPECT_EQ(spool->offset.load(), kSpoolHeaderBytes);
   EXPECT_EQ(spool->allocated.load(), kSpoolFirstReserve);
   EXPECT_EQ(spool->owner_pid, getpid());
@@ -137,13 +138,13 @@ TEST_F(TraceSpoolTest, ARecordThatFitsInAPageNeverStraddlesTwo) {
 }
 
 TEST_F(TraceSpoolTest, AFullSpoolOrAnOversizedTraceIsRefused) {
-  SpoolHeader* spool = Map(4096);
+  SpoolHeader* spool = Map(kSpoolHeaderBytes + 4096);
   ASSERT_NE(spool, nullptr);
   const std::string trace(1000, 'x');
   int appended = 0;
   while (SpoolAppend(spool, trace.data(), trace.size(), 7)) ++appended;
-  EXPECT_EQ(appended, 3);  // (4096 - 64) / 1016
-  EXPECT_EQ(Records(spool).size(), 3u);
+  EXPECT_EQ(appended, 4);  // 4096 / 1016
+  EXPECT_EQ(Records(spool).size(), 4u);
   EXPECT_TRUE(SpoolAppend(spool, "{}", 2, 8));  // a small one still fits
   const std::string huge(kSpoolRecordBound + 1, 'y');
   EXPECT_FALSE(SpoolAppend(spool, huge.data(), huge.size(), 9));
@@ -212,6 +213,98 @@ TEST_F(TraceSpoolTest, ForkedChildrenAppendConcurrentlyWithoutLosingARecord) {
   }
   EXPECT_EQ(by_pid.size(), static_cast<size_t>(kChildren));
   for (const auto& [pid, count] : by_pid) EXPECT_EQ(count, kEach) << pid;
+}
+
+// Asks has key's next `n` children ask, and returns what each was told.
+std::vector<uint32_t> Asks(SpoolHeader* spool, uint32_t key, int n, const ChildTraceSampling& sampling) {
+  std::vector<uint32_t> told;
+  for (int i = 0; i < n; ++i) told.push_back(SpoolSampleChild(spool, key, sampling));
+  return told;
+}
+
+const SpoolSampleSlot* SlotOf(const SpoolHeader* spool, uint32_t key) {
+  for (const SpoolSampleSlot& slot : spool->samples) {
+    if (slot.key.load() == key + 1) return &slot;
+  }
+  return nullptr;
+}
+
+TEST_F(TraceSpoolTest, AServicesFirstChildrenWriteThenTheLastOfEachEvery) {
+  SpoolHeader* spool = Map(1 << 20);
+  ASSERT_NE(spool, nullptr);
+  const ChildTraceSampling sampling{3, 2};  // the first 3, then one in 4
+  EXPECT_EQ(Asks(spool, 5432, 15, sampling), (std::vector<uint32_t>{1, 1, 1, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4}));
+  const SpoolSampleSlot* slot = SlotOf(spool, 5432);
+  ASSERT_NE(slot, nullptr);
+  EXPECT_EQ(slot->seen.load(), 15u);
+  EXPECT_EQ(slot->represented.load(), 15u);
+  // The last ones before the end, fewer than every, are stood for by none:
+  // the reader sees them as seen less represented.
+  EXPECT_EQ(Asks(spool, 5432, 2, sampling), (std::vector<uint32_t>{0, 0}));
+  EXPECT_EQ(slot->seen.load() - slot->represented.load(), 2u);
+}
+
+TEST_F(TraceSpoolTest, EachServiceIsSampledApart) {
+  SpoolHeader* spool = Map(1 << 20);
+  ASSERT_NE(spool, nullptr);
+  const ChildTraceSampling sampling{2, 1};
+  const uint32_t a = 1u << 16 | 5432, b = 2u << 16 | 5432;  // a server's and a client's port 5432
+  std::vector<uint32_t> told_a, told_b;
+  for (int i = 0; i < 6; ++i) {
+    told_a.push_back(SpoolSampleChild(spool, a, sampling));
+    if (i % 2 == 0) told_b.push_back(SpoolSampleChild(spool, b, sampling));
+  }
+  EXPECT_EQ(told_a, (std::vector<uint32_t>{1, 1, 0, 2, 0, 2}));
+  EXPECT_EQ(told_b, (std::vector<uint32_t>{1, 1, 0}));
+  // Every 1: every child writes, standing for itself.
+  EXPECT_EQ(Asks(spool, 80, 40, ChildTraceSampling{0, 0}), std::vector<uint32_t>(40, 1));
+}
+
+TEST_F(TraceSpoolTest, AServiceThatFindsTheSlotsTakenWritesUncounted) {
+  SpoolHeader* spool = Map(1 << 20);
+  ASSERT_NE(spool, nullptr);
+  const ChildTraceSampling sampling{0, 4};
+  for (uint32_t key = 0; key < kSpoolSampleSlots; ++key) EXPECT_EQ(SpoolSampleChild(spool, key, sampling), 0u);
+  EXPECT_EQ(Asks(spool, 100000, 3, sampling), std::vector<uint32_t>(3, 1));
+  EXPECT_EQ(SlotOf(spool, 100000), nullptr);
+  for (uint32_t key = 0; key < kSpoolSampleSlots; ++key) EXPECT_EQ(SlotOf(spool, key)->seen.load(), 1u) << key;
+}
+
+TEST_F(TraceSpoolTest, ForkedChildrenAskingAtOnceAreEachCountedOnce) {
+  SpoolHeader* spool = Map(1 << 20);
+  ASSERT_NE(spool, nullptr);
+  constexpr int kChildren = 16, kEach = 100;
+  const ChildTraceSampling sampling{16, 4};
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  std::vector<pid_t> children;
+  for (int c = 0; c < kChildren; ++c) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      uint64_t told = 0;
+      for (int i = 0; i < kEach; ++i) told += SpoolSampleChild(spool, 7, sampling);
+      _exit(write(pipe_fds[1], &told, sizeof(told)) == sizeof(told) ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  uint64_t total = 0, told = 0;
+  for (int c = 0; c < kChildren; ++c) {
+    ASSERT_EQ(read(pipe_fds[0], &told, sizeof(told)), static_cast<ssize_t>(sizeof(told)));
+    total += told;
+  }
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  const SpoolSampleSlot* slot = SlotOf(spool, 7);
+  ASSERT_NE(slot, nullptr);
+  EXPECT_EQ(slot->seen.load(), static_cast<uint32_t>(kChildren * kEach));
+  EXPECT_EQ(slot->represented.load(), 16 + (kChildren * kEach - 16) / 16 * 16);
+  EXPECT_EQ(total, slot->represented.load());
 }
 
 }  // namespace

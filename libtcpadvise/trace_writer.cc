@@ -573,7 +573,7 @@ void NoteHostName() {
   out[i] = '\0';
 }
 
-bool SerializeTrace(JsonWriter* w, bool final) {
+bool SerializeTrace(JsonWriter* w, bool final, uint32_t represents) {
   // The clock's rate to the Hz, ns per tick to 15 significant digits: far
   // finer than the rate is measured, and each written as it is, without
   // printf (FormatDouble).
@@ -605,6 +605,10 @@ bool SerializeTrace(JsonWriter* w, bool final) {
   w->Uint(RealtimeNs());
   w->Key("final");
   w->Bool(final);
+  if (represents > 1) {
+    w->Key("represents");
+    w->Uint(represents);
+  }
   if (final && g_runtime.stop_signal != 0) {
     w->Key("stop_signal");
     w->String(sigabbrev_np(g_runtime.stop_signal));
@@ -700,13 +704,52 @@ void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes)
   }
 }
 
-// InSpool puts a fork child's final trace in the spool its parent mapped:
-// no system call. Not a child that already wrote a snapshot file (its final
-// trace replaces that file, which would otherwise stay beside its record),
-// nor a trace past the spool's room (false: it goes to a file).
+// SpoolTakesTrace: whether this process is a fork child whose final trace
+// goes to the spool its parent mapped. Not a child that already wrote a
+// snapshot file (its final trace replaces that file, which would otherwise
+// stay beside its record).
+static bool SpoolTakesTrace() {
+  return g_spool.header != nullptr && g_spool.owner_pid != g_runtime.pid && !g_process_page.trace_file_written;
+}
+
+// InSpool puts a fork child's final trace in the spool: no system call.
+// False past the spool's room (the trace goes to a file).
 static bool InSpool(const JsonWriter& w) {
-  return g_spool.header != nullptr && g_spool.owner_pid != g_runtime.pid && !g_process_page.trace_file_written &&
-         SpoolAppend(g_spool.header, w.data(), w.size(), g_runtime.pid);
+  return SpoolTakesTrace() && SpoolAppend(g_spool.header, w.data(), w.size(), g_runtime.pid);
+}
+
+static_assert(static_cast<int>(Role::kClient) == 1 && static_cast<int>(Role::kServer) == 2 &&
+                  static_cast<int>(Role::kListener) == 3,
+              "a sample slot's key names the role by these numbers (trace_spool.h)");
+
+// ChildRepresents: the fork children a final trace going to the spool
+// stands for (SpoolSampleChild; 0: this one writes none). Sampled: a child
+// of one connection (one socket item, of one connection: a
+// fork-per-connection server's backend), whose trace is its service's
+// siblings' shape and holds nothing else. Written in full: a child with a
+// warning, one that runs an experiment (each of its connections is an
+// outcome), one that held more than one connection. The table's lock is
+// taken here.
+static uint32_t ChildRepresents() {
+  if (ShimWarnings() != 0 || PolicyFailOpenReason() != nullptr) return 1;
+  if (g_policy_config != nullptr && g_policy_config->experiment.enabled) return 1;
+  int items = 0;
+  const SocketState* only = nullptr;
+  g_table.Lock();
+  g_table.ForEachGroup([&](SocketState* g) {
+    ++items;
+    only = g;
+  });
+  g_table.ForEachLive([&](int, SocketState* s) {
+    if (!s->WorthReporting()) return;
+    ++items;
+    only = s;
+  });
+  const bool one_connection = items == 1 && only->connections == 1;
+  const uint32_t key = one_connection ? only->id.ServiceKey() : 0;
+  g_table.Unlock();
+  if (!one_connection) return 1;
+  return SpoolSampleChild(g_spool.header, key, g_runtime.settings.child_traces);
 }
 
 // CreateSpool maps a new spool, <out>/<program>.<pid>.<nonce>.spool, for
@@ -756,10 +799,16 @@ void WriteTrace(bool final) {
     UnlockTraceWriter();
     return;
   }
+  const uint32_t represents = final && SpoolTakesTrace() ? ChildRepresents() : 1;
+  if (represents == 0) {
+    g_process_page.trace_final_written = true;
+    UnlockTraceWriter();
+    return;
+  }
   JsonWriter w(g_process_page.trace_start, sizeof(g_process_page.trace_start), g_trace_buffer, sizeof(g_trace_buffer));
   CallSitesPrepare();
   g_table.Lock();
-  const bool any = SerializeTrace(&w, final);
+  const bool any = SerializeTrace(&w, final, represents);
   g_table.Unlock();
   if (final) g_process_page.trace_final_written = true;
   if (any && !w.failed()) {

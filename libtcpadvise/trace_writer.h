@@ -28,8 +28,10 @@ void SpoolBeforeFork();
 
 // SerializeTrace appends the trace document to w; false when there is no
 // socket to report. The table mutex must be held; a snapshot (not final)
-// lets go of it for a moment between runs of live sockets.
-bool SerializeTrace(JsonWriter* w, bool final);
+// lets go of it for a moment between runs of live sockets. represents: the
+// fork children of one connection the trace stands for (SpoolSampleChild),
+// written when more than 1.
+bool SerializeTrace(JsonWriter* w, bool final, uint32_t represents = 1);
 
 // EmitBurstWrites writes st's burst sizes in writes under "writes", with
 // open_writes, the open burst's writes (0: none, or not recorded), as one

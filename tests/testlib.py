@@ -123,6 +123,14 @@ def load_traces(out_dir):
     return traces
 
 
+def load_represented(out_dir):
+    """Every trace in out_dir by pid as the advisor reads it: a sampled fork child's ("represents")
+    as the children it stands for, its counts scaled (advisor/tcpadvise/trace/represents.py)."""
+    from tcpadvise.trace.reader import load_inputs
+
+    return {trace.data["pid"]: trace.data for trace in load_inputs([pathlib.Path(out_dir)]).traces}
+
+
 def assert_split_is_the_draws(report, traces):
     """An A/B report's split, checked against the draws its traces (trace dicts) hold, whatever chance made of them (the
     kernel picks the client's ports, so how a live run's connections split is chance's; whether the draw follows

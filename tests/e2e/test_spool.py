@@ -53,8 +53,46 @@ if how == "kill":
 
 
 def forker(out, children, linger=0.0, how="exit", **env):
+    """FORKER's run and its pid; every child writes its trace unless env says otherwise (these tests
+    are about where each child's trace goes, not which children write one)."""
+    env.setdefault("TCPADVISE_CHILD_TRACES_EVERY", "1")
     result = run([sys.executable, "-c", FORKER, str(children), str(linger), how], env=shim_env(out, **env))
     return result, int(result.stdout.split()[0])
+
+
+def test_a_services_children_of_one_connection_write_a_sample_that_stands_for_the_rest(tmp_path):
+    """50 children of one connection each (client sockets to the parent's port: one service), the
+    defaults: the first 16 write their traces, then the last of every 16 (the 32nd and the 48th),
+    which stand for 16 each; the last 2 wrote none and are counted by the spool's header, and the
+    report adds them to the last trace of their service. It counts every child, their connections
+    and writes; the parent writes in full."""
+    out = tmp_path / "out"
+    out.mkdir()
+    result, parent = forker(out, 50, TCPADVISE_CHILD_TRACES_EVERY="")
+    assert result.returncode == 0 and "tcpadvise: warning" not in result.stderr, result.stderr
+    traces = load_traces(out)
+    children = sorted((t for t in traces.values() if t["ppid"] == parent), key=lambda t: t["start_unix_ns"])
+    assert len(children) == 18 and len(traces) == 19
+    assert [t.get("represents", 1) for t in children] == [1] * 16 + [16, 16]
+    # Each wrote the bytes of its own index: the sampled ones are the 32nd and the 48th.
+    sent = [sum(s["writes"]["bytes"] for s in sockets(t, "client")) for t in children]
+    assert sent == list(range(1, 17)) + [32, 48]
+    report = invoke("report", "--format", "json", out)
+    assert report.exit_code == 0, report.output
+    document = json.loads(report.stdout)
+    assert not [w for w in document["warnings"] if "fork child" in w], document["warnings"]
+    clients = [item for item in document["sockets"] if item["role"] == "client"]
+    assert sum(item["connections"] for item in clients) == 50
+    assert sum(item["writes"]["bytes"] for item in clients) == sum(range(1, 17)) + 16 * 32 + 18 * 48
+    assert sorted(item.get("represents", 1) for item in clients)[-2:] == [16, 18]
+    text = invoke("report", out)
+    assert text.stdout.startswith("tcpadvise report: 19 trace(s), 51 process(es)"), text.stdout
+    # Every child writes with TCPADVISE_CHILD_TRACES_EVERY=1.
+    every = tmp_path / "every"
+    every.mkdir()
+    result, parent = forker(every, 20)
+    assert result.returncode == 0, result.stderr
+    assert len(load_traces(every)) == 21 and all("represents" not in t for t in load_traces(every).values())
 
 
 def test_children_write_to_the_parents_spool_which_outlives_its_sigkill(tmp_path):

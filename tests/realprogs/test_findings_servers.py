@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from findings import HERE, assert_no_alarm_above_info, items, observe, report, total
 from harness import ForegroundServer, run_client
-from testlib import load_traces, shim_env, start_listening
+from testlib import load_represented, shim_env, start_listening
 
 NODE_HTTP = HERE / "node_http.js"
 
@@ -122,12 +122,12 @@ def postgres_dir():
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def run_pgbench(shim, postgres_dir, *options, before_stop=None, interval=None):
+def run_pgbench(shim, postgres_dir, *options, before_stop=None, interval=None, **settings):
     """pgbench with options (after -i, under the client's shim) against a PostgreSQL under the shim
-    with its traces in postgres_dir/traces (snapshots every `interval` seconds if given); the run's
-    output and the server's shim. before_stop, if given, is called with the postmaster's pid once
-    pgbench is done."""
-    server_shim = type(shim)(shim_env(postgres_dir / "traces", interval), postgres_dir / "traces")
+    with its traces in postgres_dir/traces (snapshots every `interval` seconds if given, the shim's
+    other settings in the environment); the run's output and the server's shim. before_stop, if
+    given, is called with the postmaster's pid once pgbench is done."""
+    server_shim = type(shim)(shim_env(postgres_dir / "traces", interval, **settings), postgres_dir / "traces")
     postgres = ForegroundServer("postgres.sh", [], server_shim, postgres_dir / "server")
     connect = ["pgbench", "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres"]
     try:
@@ -172,11 +172,13 @@ def test_pgbench_connect_per_transaction_samples_first_writes_per_process_tree(s
     # The postmaster accepts every connection and writes on none: libunwind, loaded where a write is
     # sampled, is not mapped in it (every backend's fork and exit would pay for its segments).
     assert "libtcpadvise" in postmaster_maps[0] and "libunwind" not in postmaster_maps[0]
-    backends = [trace["call_sites"] for trace in load_traces(server_shim.traces).values()
+    # Counted as the report counts them: a sampled backend's trace stands for its siblings that wrote
+    # none (TCPADVISE_CHILD_TRACES_EVERY), its counts theirs added.
+    backends = [trace for trace in load_represented(server_shim.traces).values()
                 if trace["call_sites"]["mode"] == "sample"]
-    assert len(backends) >= clients * transactions
-    sampled = sum(info["sampled_writes"] for info in backends)
-    left = sum(info["left_to_tree"] for info in backends)
+    assert sum(trace.get("represents", 1) for trace in backends) >= clients * transactions
+    sampled = sum(trace["call_sites"]["sampled_writes"] for trace in backends)
+    left = sum(trace["call_sites"]["left_to_tree"] for trace in backends)
     # 80 connections of about 4 first writes each: at most 16 connections' worth unwound (plus the
     # connections of pgbench -i and one in 1024 of the rest), the rest left to the tree.
     assert left > 2 * sampled, (sampled, left)
@@ -187,19 +189,22 @@ def test_pgbench_connect_per_transaction_samples_first_writes_per_process_tree(s
 
 def test_pgbench_connect_per_transaction_backends_write_to_the_postmasters_spool(shim, postgres_dir):
     """pgbench -C: each backend's final trace is a record of the spool the postmaster mapped before it
-    forked (no file a backend), and the report on the directory counts every connection of pgbench's
-    on the server's side, as it did with a file a backend."""
+    forked (no file a backend), a sample of them after the first 16 (TCPADVISE_CHILD_TRACES_EVERY),
+    and the report on the directory counts every connection of pgbench's on the server's side, as it
+    did with a file a backend; the bytes are the sample's, scaled."""
     clients, transactions = 2, 50
     _, server_shim = run_pgbench(shim, postgres_dir, "-S", "-C", "-n", "-c", str(clients), "-t", str(transactions))
     spools = list(server_shim.traces.glob("*.spool"))
     assert spools and all(path.stat().st_mode & 0o777 == 0o600 for path in spools)
-    traces = load_traces(server_shim.traces)
+    traces = load_represented(server_shim.traces)
     (postmaster,) = [pid for pid, trace in traces.items() if trace["ppid"] not in traces
                      and any(t["ppid"] == pid for t in traces.values())]
     files = {int(path.name.split(".")[-2]) for path in server_shim.traces.glob("*.json")}
     backends = [pid for pid, trace in traces.items() if trace["ppid"] == postmaster]
-    # Every connection's backend, and pgbench -i's: in the spool, not in files.
-    assert len(backends) >= clients * transactions
+    # Every connection's backend, and pgbench -i's: in the spool, not in files; after the first 16,
+    # one in 16 writes its trace, standing for the others (TCPADVISE_CHILD_TRACES_EVERY).
+    assert sum(traces[pid].get("represents", 1) for pid in backends) >= clients * transactions
+    assert len(backends) < clients * transactions / 2
     assert postmaster in files and not files & set(backends)
     assert all(path.name.startswith(("postgres.", "postmaster.")) and f".{postmaster}." in path.name
                for path in spools)
@@ -208,7 +213,20 @@ def test_pgbench_connect_per_transaction_backends_write_to_the_postmasters_spool
     served = [item for item in items(document, role="server") if item["program"] in ("postgres", "postmaster")]
     assert total(bench, "connections") >= clients * transactions
     assert total(served, "connections") == total(bench, "connections")
+    assert abs(total(served, "reads", "bytes") - total(bench, "writes", "bytes")) < total(bench, "writes", "bytes") / 100
+
+
+def test_pgbench_connect_per_transaction_with_every_backends_trace_counts_its_bytes_exactly(shim, postgres_dir):
+    """TCPADVISE_CHILD_TRACES_EVERY=1: every backend writes its trace, none stands for another, and
+    the server's side of the report is pgbench's to the byte."""
+    _, server_shim = run_pgbench(shim, postgres_dir, "-S", "-C", "-n", "-c", "2", "-t", "20",
+                                 TCPADVISE_CHILD_TRACES_EVERY="1")
+    document = report(shim.traces, server_shim.traces)
+    bench = items(document, program="pgbench", role="client")
+    served = [item for item in items(document, role="server") if item["program"] in ("postgres", "postmaster")]
+    assert total(served, "connections") == total(bench, "connections") >= 40
     assert total(served, "reads", "bytes") == total(bench, "writes", "bytes")
+    assert not [item for item in served if "represents" in item]
 
 
 def test_pgbench_connect_per_transaction_leaves_the_postmaster_single_threaded(shim, postgres_dir):
@@ -230,8 +248,8 @@ def test_pgbench_connect_per_transaction_leaves_the_postmaster_single_threaded(s
     accepted = sum(s["connections"] for s in seen["snapshot"]["sockets"] if s["role"] == "server")
     assert accepted >= 100, accepted
     # The backends' traces: in the spool, or files for those that lived past a snapshot.
-    backends = [trace for trace in load_traces(server_shim.traces).values() if trace["program"] == "postgres"]
-    assert len(backends) >= 300
+    backends = [trace for trace in load_represented(server_shim.traces).values() if trace["program"] == "postgres"]
+    assert sum(trace.get("represents", 1) for trace in backends) >= 300
 
 
 def test_node_http_server_and_client(shim, tmp_path):

@@ -267,6 +267,7 @@ def socket_item(
         "stream": is_stream(socket),
         "kind": socket["kind"],
         "connections": socket["connections"],
+        **({"represents": trace.data["represents"]} if "represents" in trace.data else {}),
         "open": socket["open"],
         "role": socket["role"],
         "family": socket["family"],

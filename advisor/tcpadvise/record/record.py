@@ -14,6 +14,7 @@ from ..errors import CommandNotExecutableError, RecordError, TcpadviseError
 from ..policy.config import resolve_policy, write_policy_file
 from ..safefile import write_atomically
 from ..symbols.elfinfo import blind_spot, inspect_executable, resolve_command
+from ..trace import represents
 from ..trace.reader import RECORD_FILE, RECORD_SCHEMA, load_inputs
 from . import DEFAULT_INTERVAL
 from .shim import find_shim, shim_environment
@@ -139,7 +140,7 @@ def summary_line(out_dir: Path) -> str:
     except TcpadviseError as error:
         return f"tcpadvise: the traces in {out_dir} cannot be read ({error}); {next_step}"
     sockets = [socket for trace in inputs.traces for socket in trace.data["sockets"]]
-    processes = _count(len(inputs.traces), "process", "processes")
+    processes = _count(represents.processes(inputs.traces), "process", "processes")
     connections = _count(
         sum(socket["connections"] for socket in sockets), "TCP connection", "TCP connections"
     )

@@ -35,6 +35,7 @@ from ..model.metrics import Scope
 from ..model.streaming import SampledSocket, StreamedReport
 from ..rules import SEVERITIES
 from ..symbols.symbolize import site_text
+from ..trace import represents
 from ..units import format_bytes, format_duration_us, format_value
 from .text import _OP_SYMBOLS, _figure_cells, _identity_cells, _policy_text, _scope_text, _total_identity_cells
 
@@ -92,11 +93,10 @@ def _m(text) -> str:
 def report_html(report: StreamedReport) -> str:
     """The page of `tcpadvise report --format html`, of a report streamed with its total and a
     sample of TIMELINE_SOCKETS per group."""
-    processes = {(trace.data["program"], trace.data["pid"]) for trace in report.traces}
     scopes = [subject for subject in report.subjects if isinstance(subject, Scope)]
     body = [
         "<h1>tcpadvise report</h1>",
-        (f'<p class="sub">{len(report.traces)} trace(s), {len(processes)} process(es), '
+        (f'<p class="sub">{len(report.traces)} trace(s), {represents.processes(report.traces)} process(es), '
         f"{report.socket_count} socket item(s), {len(scopes)} socket group(s); traces written "
         f"{_e(_when(report))}</p>"),
         *_warnings(report.warnings),

@@ -20,6 +20,7 @@ from ..model.report import Report
 from ..model.streaming import StreamedReport
 from ..rules import SEVERITIES
 from ..symbols.symbolize import call_site_line, site_text
+from ..trace import represents
 from ..units import DASH, format_bytes, format_duration_us, format_number, format_value
 from .layout import fits, labelled_block
 
@@ -29,7 +30,7 @@ _CALL_SITES_SHOWN = 5
 
 def render_text(report: "Report | StreamedReport", console: Console) -> None:
     """A heading, the sockets (with a total when there are several), then the warnings."""
-    process_count = len({(trace.data["program"], trace.data["pid"]) for trace in report.traces})
+    process_count = represents.processes(report.traces)
     console.print(
         Text(
             f"tcpadvise report: {len(report.traces)} trace(s), {process_count} process(es), "
@@ -105,6 +106,7 @@ def _identity_cells(item: dict) -> Cells:
         "conns": [
             str(item["connections"]),
             "open" if item["open"] else "closed",
+            *([f"sampled\u00a0×{item['represents']}"] if "represents" in item else []),
             *(["stream"] if item["stream"] else []),
             *([f"pids {', '.join(map(str, item['pids']))}"] if len(item["pids"]) > 1 else []),
         ],

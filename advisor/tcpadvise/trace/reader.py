@@ -30,7 +30,7 @@ from ..errors import (
     NoTracesError,
     UnknownSchemaError,
 )
-from . import check, spool, stream
+from . import check, represents, spool, stream
 
 TRACE_SCHEMA = "tcpadvise.trace/1"
 RECORD_SCHEMA = "tcpadvise.record/1"
@@ -206,14 +206,15 @@ def _spooled(
     if found.problem is not None:
         warnings.append(found.problem)
         damaged.append(path)
-    traces, names = [], set()
+    parsed = []
+    names = set()
     for record in found.records:
         name = Path(f"{path}#{record.pid}")
         if name in names:  # a pid the kernel gave out again within one spool
             name = Path(f"{path}#{record.pid}@{record.offset}")
         names.add(name)
         try:
-            document = _document(name, record.data, compact)
+            document = _document(name, record.data, compact=False)
             if not isinstance(document, Trace):
                 raise NotATraceError(f"{name}: not a tcpadvise trace (a record manifest in a spool)")
         except (NotJsonError, NotATraceError, InvalidTraceError, UnknownSchemaError) as error:
@@ -221,8 +222,29 @@ def _spooled(
             damaged.append(name)
             warnings.append(f"skipped {name}: {str(error).removeprefix(f'{name}: ')}")
             continue
-        traces.append(document)
-    return traces
+        parsed.append((document, record.data))
+    # The last children of a service that wrote no trace, fewer than its EVERY (their sampled sibling
+    # never came), are stood for by the last trace of their service that was written.
+    unrepresented = dict(found.unrepresented)
+    for document, _ in reversed(parsed):
+        key = spool.sample_key(document.data)
+        if unrepresented.get(key):
+            document.data["represents"] = represents.represented(document.data) + unrepresented.pop(key)
+    if unrepresented:
+        warnings.append(
+            f"{path}: {sum(unrepresented.values())} fork child(ren) of one connection are not counted: they "
+            "wrote no trace, and no trace of their service was written to stand for them"
+        )
+    return [_sampled_child(document, raw, compact) for document, raw in parsed]
+
+
+def _sampled_child(trace: Trace, raw: bytes, compact: bool) -> Trace:
+    """A spooled child's trace as the children it represents (represents.stand_for), compacted if
+    asked (from its scaled form when it represents several)."""
+    data = represents.stand_for(trace.data)
+    if data is not trace.data:
+        raw = json.dumps(data, separators=(",", ":")).encode()
+    return Trace(trace.path, stream.compact(data, raw) if compact else data)
 
 
 def _document(path: Path, raw: bytes, compact: bool) -> Trace | Manifest:

@@ -15,17 +15,22 @@ and each record is copied once.
 import mmap
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BadInputError, NotATraceError, UnknownSchemaError
 
 SUFFIX = ".spool"
 MAGIC = b"TCPASPOL"
-VERSION = 1
+# VERSIONS: 1, then 2 (session 17): the header a page, its sample slots after the first 64 bytes.
+VERSIONS = (1, 2)
 # HEADER: magic, version, header bytes, capacity, offset, owner pid, record bound, created unix ns,
 # allocated, reserved.
 HEADER = struct.Struct("<8sIIQQiIQQQ")
+# SAMPLE_SLOT: a service's key + 1 (0: a free slot), its fork children that asked whether to write
+# their trace, the children the traces written stand for (libtcpadvise/trace_spool.h).
+SAMPLE_SLOT = struct.Struct("<IIII")
+SAMPLE_SLOTS = 128
 RECORD = struct.Struct("<4sIIi")  # magic, length, state, pid
 RECORD_MAGIC = b"\xffREC"
 COMMITTED = struct.unpack("<I", b"CMIT")[0]
@@ -50,6 +55,23 @@ class Spool:
 
     records: list[Record]
     problem: str | None
+    # unrepresented: by service key (sample_key), the fork children that wrote no trace (sampled,
+    # TCPADVISE_CHILD_TRACES_EVERY) and that no written trace stands for: the last of a service's,
+    # fewer than its EVERY.
+    unrepresented: dict[int, int] = field(default_factory=dict)
+
+
+# ROLES: a role's number in a sample slot's key (the shim's Role).
+ROLES = {"unknown": 0, "client": 1, "server": 2, "listener": 3}
+
+
+def sample_key(trace: dict) -> int | None:
+    """The sample slot key of a fork child's trace of one connection (the shim's ServiceKey: its
+    role's number << 16 | its service port); None for any other trace."""
+    sockets = trace["sockets"]
+    if len(sockets) != 1 or sockets[0]["connections"] != 1 or sockets[0]["role"] not in ROLES:
+        return None
+    return ROLES[sockets[0]["role"]] << 16 | sockets[0].get("service_port", 0)
 
 
 def is_spool(path: Path) -> bool:
@@ -88,12 +110,13 @@ def _records(path: Path, view: mmap.mmap, size: int) -> Spool:
     magic, version, header_bytes, capacity, offset, *_ = HEADER.unpack_from(view, 0)
     if magic != MAGIC:
         raise NotATraceError(f"{path}: not a tcpadvise trace spool (no {MAGIC.decode()} magic)")
-    if version != VERSION:
-        raise UnknownSchemaError(
-            f"{path}: unknown trace spool version {version}; this tcpadvise knows {VERSION}"
-        )
-    if header_bytes < HEADER.size or header_bytes % 8 or header_bytes > size:
+    if version not in VERSIONS:
+        known = " and ".join(str(known) for known in VERSIONS)
+        raise UnknownSchemaError(f"{path}: unknown trace spool version {version}; this tcpadvise knows {known}")
+    least = HEADER.size + (SAMPLE_SLOT.size * SAMPLE_SLOTS if version >= 2 else 0)
+    if header_bytes < least or header_bytes % 8 or header_bytes > size:
         raise NotATraceError(f"{path}: not a tcpadvise trace spool (header of {header_bytes} bytes)")
+    unrepresented = _unrepresented(view) if version >= 2 else {}
     end = min(offset, capacity, size)
     cut_short = size < min(offset, capacity)
     records, uncommitted, garbage = [], 0, 0
@@ -123,7 +146,17 @@ def _records(path: Path, view: mmap.mmap, size: int) -> Spool:
         skipped.append(f"{garbage} stretch(es) of bytes that are no record")
     if cut_short:
         skipped.append(f"the records past byte {size} (the file was cut short)")
-    return Spool(records, f"{path}: skipped {' and '.join(skipped)}" if skipped else None)
+    return Spool(records, f"{path}: skipped {' and '.join(skipped)}" if skipped else None, unrepresented)
+
+
+def _unrepresented(view: mmap.mmap) -> dict[int, int]:
+    """By service key, the children the sample slots counted that no written trace stands for."""
+    found = {}
+    for slot in range(SAMPLE_SLOTS):
+        mark, seen, represented, _ = SAMPLE_SLOT.unpack_from(view, HEADER.size + slot * SAMPLE_SLOT.size)
+        if mark and seen > represented:
+            found[mark - 1] = found.get(mark - 1, 0) + seen - represented
+    return found
 
 
 def _next_record(view: mmap.mmap, start: int, end: int) -> int:
