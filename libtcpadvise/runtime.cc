@@ -181,33 +181,30 @@ Settings ParseSettings(const char* out_dir, const char* interval, const char** w
   return s;
 }
 
-// ParseFirstEvery reads a "first N, then one in every" pair of settings into
-// *first and *every_shift, each kept where its value is bad; which were is
-// returned in *bad_first and *bad_every.
-static void ParseFirstEvery(const char* first, const char* every, uint64_t* first_value, uint32_t* every_shift,
-                            bool* bad_first, bool* bad_every) {
-  *bad_first = first != nullptr && first[0] != '\0' && !ParseCount(first, uint64_t{1} << 40, first_value);
-  uint64_t every_value = uint64_t{1} << *every_shift;
-  *bad_every = every != nullptr && every[0] != '\0' && !ParsePowerOfTwo(every, 65536, &every_value);
-  *every_shift = static_cast<uint32_t>(__builtin_ctzll(every_value));
+// ParseFirstEvery reads a "first N, then one in every" pair of settings
+// into a Sampling's first and every_shift, each keeping its default where
+// its value is bad; *warning names the bad ones in one line.
+template <typename Sampling>
+static Sampling ParseFirstEvery(const char* first, const char* every, const char* bad_first_warning,
+                                const char* bad_every_warning, const char* both_warning, const char** warning) {
+  Sampling s;
+  const bool bad_first = first != nullptr && first[0] != '\0' && !ParseCount(first, uint64_t{1} << 40, &s.first);
+  uint64_t every_value = uint64_t{1} << s.every_shift;
+  const bool bad_every = every != nullptr && every[0] != '\0' && !ParsePowerOfTwo(every, 65536, &every_value);
+  s.every_shift = static_cast<uint32_t>(__builtin_ctzll(every_value));
+  *warning = OneWarning(bad_first, bad_first_warning, bad_every, bad_every_warning, both_warning);
+  return s;
 }
 
 TurnSampling ParseTurnSampling(const char* first, const char* every, const char** warning) {
-  TurnSampling t;
-  bool bad_first, bad_every;
-  ParseFirstEvery(first, every, &t.first, &t.every_shift, &bad_first, &bad_every);
-  *warning = OneWarning(bad_first, TCPADVISE_BAD_TURNS_FIRST, bad_every, TCPADVISE_BAD_TURNS_EVERY,
-                        TCPADVISE_BAD_TURNS_FIRST "; " TCPADVISE_BAD_TURNS_EVERY);
-  return t;
+  return ParseFirstEvery<TurnSampling>(first, every, TCPADVISE_BAD_TURNS_FIRST, TCPADVISE_BAD_TURNS_EVERY,
+                                       TCPADVISE_BAD_TURNS_FIRST "; " TCPADVISE_BAD_TURNS_EVERY, warning);
 }
 
 ChildTraceSampling ParseChildTraceSampling(const char* first, const char* every, const char** warning) {
-  ChildTraceSampling c;
-  bool bad_first, bad_every;
-  ParseFirstEvery(first, every, &c.first, &c.every_shift, &bad_first, &bad_every);
-  *warning = OneWarning(bad_first, TCPADVISE_BAD_CHILD_TRACES_FIRST, bad_every, TCPADVISE_BAD_CHILD_TRACES_EVERY,
-                        TCPADVISE_BAD_CHILD_TRACES_FIRST "; " TCPADVISE_BAD_CHILD_TRACES_EVERY);
-  return c;
+  return ParseFirstEvery<ChildTraceSampling>(
+      first, every, TCPADVISE_BAD_CHILD_TRACES_FIRST, TCPADVISE_BAD_CHILD_TRACES_EVERY,
+      TCPADVISE_BAD_CHILD_TRACES_FIRST "; " TCPADVISE_BAD_CHILD_TRACES_EVERY, warning);
 }
 
 #undef TCPADVISE_SPELL_VALUE

@@ -156,3 +156,12 @@ def test_hostile_slot_counts_are_bounded():
     with mmap.mmap(-1, len(view)) as mapped:
         mapped.write(view)
         assert spool._unrepresented(mapped) == {key + 1: 0xFFFFFFFF for key in range(127)}
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_sampled_childs_trace_in_a_file_stands_for_its_siblings_too(tmp_path, compact):
+    """A sampled child whose spool had no room writes its trace to a file, "represents" and all."""
+    write_trace(tmp_path, make_trace(pid=7, ppid=1, represents=4))
+    (trace,) = load_inputs([tmp_path], compact=compact).traces
+    assert list(trace.data["sockets"])[0]["writes"]["calls"] == 4 * make_socket()["writes"]["calls"]
+    assert represents.processes([trace]) == 4

@@ -187,7 +187,7 @@ def load_file(path: Path, *, compact: bool = False, keep_open: bool = False) -> 
             scanned = stream.scan(path, _names_trace, _usable_socket, _usable_header, keep_open) if large else None
         except OSError:
             scanned = None  # read_bytes says why
-        if scanned is not None:
+        if scanned is not None and represents.represented(scanned) == 1:
             return Trace(path, scanned)
     try:
         raw = path.read_bytes()
@@ -214,7 +214,7 @@ def _spooled(
             name = Path(f"{path}#{record.pid}@{record.offset}")
         names.add(name)
         try:
-            document = _document(name, record.data, compact=False)
+            document = _document(name, record.data, compact=False, stand_for=False)
             if not isinstance(document, Trace):
                 raise NotATraceError(f"{name}: not a tcpadvise trace (a record manifest in a spool)")
         except (NotJsonError, NotATraceError, InvalidTraceError, UnknownSchemaError) as error:
@@ -235,20 +235,23 @@ def _spooled(
             f"{path}: {sum(unrepresented.values())} fork child(ren) of one connection are not counted: they "
             "wrote no trace, and no trace of their service was written to stand for them"
         )
-    return [_sampled_child(document, raw, compact) for document, raw in parsed]
+    return [_standing_for(document, raw, compact) for document, raw in parsed]
 
 
-def _sampled_child(trace: Trace, raw: bytes, compact: bool) -> Trace:
-    """A spooled child's trace as the children it represents (represents.stand_for), compacted if
-    asked (from its scaled form when it represents several)."""
+def _standing_for(trace: Trace, raw: bytes, compact: bool) -> Trace:
+    """A trace as the fork children it represents (represents.stand_for: a sampled child's, in a
+    spool, or in a file when the spool had no room), compacted if asked (from its scaled form when it
+    represents several)."""
     data = represents.stand_for(trace.data)
     if data is not trace.data:
         raw = json.dumps(data, separators=(",", ":")).encode()
     return Trace(trace.path, stream.compact(data, raw) if compact else data)
 
 
-def _document(path: Path, raw: bytes, compact: bool) -> Trace | Manifest:
-    """The document in raw, read from path, validated against the schema it names."""
+def _document(path: Path, raw: bytes, compact: bool, stand_for: bool = True) -> Trace | Manifest:
+    """The document in raw, read from path, validated against the schema it names; a trace that
+    represents several fork children as them (_standing_for) unless stand_for is False (then read
+    whole, as it is written)."""
     try:
         data = _parsed(raw)
     except UnicodeDecodeError:
@@ -281,7 +284,7 @@ def _document(path: Path, raw: bytes, compact: bool) -> Trace | Manifest:
         raise InvalidTraceError(f"{path}: invalid {schema_id} at {unusable[0]}: {unusable[1]}")
     if schemas.old_name(schema_id) == RECORD_SCHEMA:
         return Manifest(path, data)
-    return Trace(path, stream.compact(data, raw) if compact else data)
+    return Trace(path, data) if not stand_for else _standing_for(Trace(path, data), raw, compact)
 
 
 def _names_trace(schema_id) -> bool:
