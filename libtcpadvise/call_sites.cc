@@ -10,7 +10,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -148,8 +147,8 @@ std::atomic<uint64_t> g_unwind_failed{0};   // writes whose unwinding gave no fr
 // its process page (g_process_page.call_sites_left_to_tree): a child's
 // count is its own, and counting it copies no page of its parent's.
 
-// TreeFirsts lets the processes a sampling process forks share one count of
-// the first writes they sampled, per service and write number. A fork-per-
+// g_tree_firsts lets the processes a sampling process forks share one count
+// of the first writes they sampled, per service and write number. A fork-per-
 // connection server's child (PostgreSQL's backend) starts with libunwind's
 // caches as cold as its parent's, which never wrote: unwinding its first
 // writes cost it about 85 lookups of a frame's unwind table (dl_iterate_phdr
@@ -157,17 +156,14 @@ std::atomic<uint64_t> g_unwind_failed{0};   // writes whose unwinding gave no fr
 // pgbench -C connection costs the server. Its siblings' first writes come
 // from the same code, so the tree samples them from kTreeFirst children's
 // sockets of a service, then from one socket in every_now, each standing
-// for that many. Shared anonymous memory, mapped by the process that loads
-// libunwind, inherited across fork, gone with exec (new addresses).
+// for that many. The counts are the trace spool's (CallSitesShareTree): the
+// page each child writes anyway, and no mapping of their own for every fork
+// and exit to copy and tear down.
 constexpr uint32_t kTreeFirst = 16;
-constexpr uint32_t kTreeSlots = 1024;
-struct TreeFirsts {
-  std::atomic<uint32_t> sampled[kTreeSlots];
-};
-TreeFirsts* g_tree_firsts = nullptr;
-// g_sampling_pid started sampling and mapped g_tree_firsts; the processes
-// it forks (any other pid that has it) share it. A pid, not a flag set at
-// fork: writing one would copy a page of the parent's into every child.
+std::atomic<uint32_t>* g_tree_firsts = nullptr;
+// g_sampling_pid started sampling; the processes it forks (any other pid
+// that has it) share g_tree_firsts. A pid, not a flag set at fork: writing
+// one would copy a page of the parent's into every child.
 pid_t g_sampling_pid = 0;
 
 CallSiteSettings g_settings{CallSiteMode::kOff, 0, 0};
@@ -732,11 +728,7 @@ void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind) {
     g_call_site_threshold.store(~uint64_t{0}, std::memory_order_relaxed);
   } else {
     SetEvery(settings.every);
-    if (g_tree_firsts == nullptr) {
-      void* shared = mmap(nullptr, sizeof(TreeFirsts), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-      if (shared != MAP_FAILED) g_tree_firsts = static_cast<TreeFirsts*>(shared);
-      g_sampling_pid = getpid();
-    }
+    if (g_sampling_pid == 0) g_sampling_pid = getpid();
   }
   g_unwind.store(unwind, std::memory_order_release);
   g_configured.store(true, std::memory_order_release);
@@ -872,6 +864,8 @@ void CallSitesOnSocketTracked(pid_t process) {
   CallSitesConfigure(g_wanted_settings, LoadThenUnwind);
 }
 
+void CallSitesShareTree(std::atomic<uint32_t>* counts) { g_tree_firsts = counts; }
+
 void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t write, uint64_t bytes, bool first) {
   const UnwindFn unwind = g_unwind.load(std::memory_order_acquire);
   // A write of a signal handler that interrupted this thread's unwind:
@@ -881,8 +875,8 @@ void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t w
   // writes taken for a process tree, for as many as the interval then.
   bool for_itself = write <= g_call_site_first.load(std::memory_order_relaxed);
   if (for_itself && g_tree_firsts != nullptr && g_settings.mode == CallSiteMode::kSample && process != g_sampling_pid) {
-    const uint32_t slot = static_cast<uint32_t>(Mix(uint64_t{service} << 32 ^ write) % kTreeSlots);
-    const uint32_t before = g_tree_firsts->sampled[slot].fetch_add(1, std::memory_order_relaxed);
+    const uint32_t slot = static_cast<uint32_t>(Mix(uint64_t{service} << 32 ^ write) % kTreeFirstSlots);
+    const uint32_t before = g_tree_firsts[slot].fetch_add(1, std::memory_order_relaxed);
     if (before >= kTreeFirst) {
       if (uint64_t{before} * kCallSiteScramble > g_call_site_threshold.load(std::memory_order_relaxed)) {
         g_process_page.call_sites_left_to_tree.fetch_add(1, std::memory_order_relaxed);
@@ -1236,7 +1230,7 @@ void CallSitesResetForTest() {
   g_process_page.call_sites_sampled.store(false);
   g_sampling_pid = getpid();
   if (g_tree_firsts != nullptr) {
-    for (std::atomic<uint32_t>& count : g_tree_firsts->sampled) count.store(0);
+    for (uint32_t slot = 0; slot < kTreeFirstSlots; ++slot) g_tree_firsts[slot].store(0);
   }
 }
 

@@ -101,6 +101,16 @@ void CallSitesOnSocketTracked(pid_t process);
 using UnwindFn = int (*)(void** frames, int max);
 void CallSitesConfigure(const CallSiteSettings& settings, UnwindFn unwind);
 
+// kTreeFirstSlots: the counts a process tree's fork children share of the
+// first writes they sampled (CallSitesShareTree).
+constexpr uint32_t kTreeFirstSlots = 256;
+
+// CallSitesShareTree hands the fork children to come the kTreeFirstSlots
+// counts their tree shares (memory mapped shared, which they inherit: the
+// trace spool's header); nullptr: none, each child samples its own first
+// writes.
+void CallSitesShareTree(std::atomic<uint32_t>* counts);
+
 // SampleCallSite records the stack of the calling write, the socket's
 // write-th, on the socket with cookie; bytes were written; first tells the
 // write opened a burst. A process other than the one that started sampling

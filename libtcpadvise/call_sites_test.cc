@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,10 +41,21 @@ std::string Emit(const SocketState* socket, bool open) {
 class CallSitesTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // The tree's counts, shared with the fork children as a spool's are.
+    void* shared = mmap(nullptr, kTreeFirstSlots * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(shared, MAP_FAILED);
+    tree_ = static_cast<std::atomic<uint32_t>*>(shared);
+    CallSitesShareTree(tree_);
     CallSitesResetForTest();
     CallSitesConfigure(CallSiteSettings{CallSiteMode::kSample, 4, 8}, FakeUnwind);
   }
-  void TearDown() override { CallSitesConfigure(CallSiteSettings{CallSiteMode::kOff, 0, 0}, nullptr); }
+  void TearDown() override {
+    CallSitesConfigure(CallSiteSettings{CallSiteMode::kOff, 0, 0}, nullptr);
+    CallSitesShareTree(nullptr);
+    munmap(tree_, kTreeFirstSlots * sizeof(uint32_t));
+  }
+  std::atomic<uint32_t>* tree_ = nullptr;
 };
 
 TEST(CallSiteSettingsTest, ParsesAndRejects) {

@@ -18,7 +18,10 @@
 //     (a service's SocketIdentity::ServiceKey + 1, its role's number, 0
 //     unknown, 1 client, 2 server, 3 listener, << 16 | its service port; 0:
 //     free), seen u32 (the children of the service that asked), represented
-//     u32 (the children their written traces stand for), zeros; zeros;
+//     u32 (the children their written traces stand for), zeros; then
+//     kSpoolTreeCounts counts u32 that the processes of the tree share for
+//     counts of their own (the call sites' first writes: call_sites.h,
+//     CallSitesShareTree); zeros;
 //   records from the header's end, each at a multiple of 8 (one that fits
 //     in a 4 KiB page within one page; zeros between): magic u32
 //     (kSpoolRecordMagic, bytes ff 'R' 'E' 'C': 0xff is in no UTF-8 text, so a
@@ -74,6 +77,7 @@ struct SpoolSampleSlot {
   uint32_t reserved;
 };
 constexpr int kSpoolSampleSlots = 128;
+constexpr int kSpoolTreeCounts = 256;
 
 struct SpoolHeader {
   char magic[8];
@@ -87,6 +91,7 @@ struct SpoolHeader {
   std::atomic<uint64_t> allocated;
   uint64_t reserved;
   SpoolSampleSlot samples[kSpoolSampleSlots];
+  std::atomic<uint32_t> tree_counts[kSpoolTreeCounts];
 };
 // kSpoolHeaderBytes: the header's page, which every child writes (its
 // claim); the records start on the next.

@@ -776,6 +776,8 @@ static uint32_t ChildRepresents() {
                strerror(errno));
     return;
   }
+  static_assert(kSpoolTreeCounts == kTreeFirstSlots, "the spool has room for the call sites' tree");
+  CallSitesShareTree(spool->tree_counts);
   if (g_spool.header != nullptr) UnmapSpool(g_spool.header);
   g_spool.header = spool;
   g_spool.owner_pid = pid;
