@@ -7,11 +7,16 @@
 
 namespace tcpadvise {
 
-// ErrnoSaver restores errno to its value at construction when it goes out of scope.
+// ErrnoSaver restores errno to its value at construction when it goes out of
+// scope. Only if it changed: errno shares its page with the rest of libc's
+// thread data, which a fork-per-connection server's parent otherwise leaves
+// alone after a fork; a store there made every connection copy that page.
 class ErrnoSaver {
  public:
   ErrnoSaver() : saved_(errno) {}
-  ~ErrnoSaver() { errno = saved_; }
+  ~ErrnoSaver() {
+    if (errno != saved_) errno = saved_;
+  }
   ErrnoSaver(const ErrnoSaver&) = delete;
   ErrnoSaver& operator=(const ErrnoSaver&) = delete;
 
