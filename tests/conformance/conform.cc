@@ -483,9 +483,11 @@ void CaseFork(const Args& a) {
   Rng rng(g_report.seed);
   const double held_since = HoldSmallWrites(c, rng);
   fflush(stdout);
-  g_report.info.AddDouble("hold_age_us", NowUs() - held_since);
   const pid_t pid = fork();
   if (pid < 0) DieErrno("fork");
+  // The bytes' age once fork returned: the most they can have been held when
+  // its handlers ran (before it returned, after a sanitizer's own fork work).
+  if (pid > 0) g_report.info.AddDouble("hold_age_us", NowUs() - held_since);
   if (pid == 0) {
     // Too big to hold, this write goes out at once: it would overtake what
     // the parent still held had the fork not flushed it.
@@ -537,13 +539,13 @@ void CaseExec(const Args& a) {
     execve("/proc/self/exe", argv.data(), environ);
     DieErrno("execve");
   }
-  g_report.info.AddDouble("hold_age_us", NowUs() - held_since);
   pid_t pid;
   const int err = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ);
   if (err != 0) {
     errno = err;
     DieErrno("posix_spawn");
   }
+  g_report.info.AddDouble("hold_age_us", NowUs() - held_since);  // as CaseFork's
   g_report.results.Add("child", WaitChild(pid));
   c.AssumeSent(kChildBytes);
   c.SendSmall(kTailBytes, rng);
