@@ -8,7 +8,7 @@ text it runs (the kernel's fault-around), and the functions a PostgreSQL backend
 over seven such windows. Each page of data it writes is a page it copies. The shim is compiled with
 -ffunction-sections and -fdata-sections; preload/child_layout.ld puts the functions listed here in
 one output section right after the PLT, ahead of the rest of .text, and the variables a child writes
-(a fixed list, below) in one 256-byte block of .data.
+(a fixed list, below) in one block of .data that never crosses a page.
 
 The same output section then holds, side by side, the shim's functions a one-write server (redis,
 nginx, memcached) runs on each request that a backend does not (the write hooks that are not a
@@ -70,10 +70,13 @@ HEADER = """\
    longer exists matches nothing and its function stays in .text.
 
    The variables it writes (or reads where its parent never did), in one
-   256-byte block, never across a page: the fields of g_runtime its fork
-   handler sets (the first of RuntimeState), crtbeginS.o's completed.0 (set by
-   its exit's destructors), the signal dispositions the shim owns (set again
-   by a server's sigaction calls), the deadline thread's state, the held
+   block of 1.3 KB aligned to 2 KiB, never across a page: the fields of
+   g_runtime its fork handler sets (the first of RuntimeState),
+   crtbeginS.o's completed.0 (set by its exit's destructors), the signal
+   dispositions the shim owns and the program's handlers it runs (set again
+   by a server's sigaction calls: a PostgreSQL backend sets 14), the
+   generation of the readable memory it knows (moved on by a backend's
+   mmap and munmap), the deadline thread's state, the held
    set's use and the experiments' draws (read by the fork handler), and the
    count of modules the call sites' snapshot holds (read by the trace of a
    child that loaded no unwinder: alone on a page, it was one more fault),
@@ -81,7 +84,7 @@ HEADER = """\
    shim's data where it faulted on four. */
 SECTIONS
 {
-  .data.tcpadvise_child ALIGN(256) :
+  .data.tcpadvise_child ALIGN(2048) :
   {
     /* Its first byte is data: zero-initialised variables (.bss) come first
        in a section of initialised data. */
@@ -92,6 +95,9 @@ SECTIONS
     *(.bss._ZN9tcpadvise12_GLOBAL__N_110g_set_usedE)
     *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_drawsE)
     *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_ownedE)
+    *(.bss._ZN9tcpadvise12_GLOBAL__N_111g_app_plainE)
+    *(.bss._ZN9tcpadvise12_GLOBAL__N_110g_app_infoE)
+    *(.data._ZN9tcpadvise19g_memory_generationE)
     *(.bss._ZN9tcpadvise12_GLOBAL__N_114g_module_countE)
     *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_spoolE)
     *(.data._ZN9tcpadvise20g_next_snapshot_tickE)
