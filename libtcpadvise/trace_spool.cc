@@ -107,7 +107,7 @@ bool SpoolAppend(SpoolHeader* spool, const char* data, size_t size, int pid) {
   return true;
 }
 
-uint32_t SpoolSampleChild(SpoolHeader* spool, uint32_t key, const ChildTraceSampling& sampling) {
+SpoolSampleSlot* SpoolSampleSlotOf(SpoolHeader* spool, uint32_t key) {
   const uint32_t mark = key + 1;
   // Fibonacci hashing: the services of a tree are a few ports, which a
   // plain modulo would crowd in neighbouring slots.
@@ -117,19 +117,16 @@ uint32_t SpoolSampleChild(SpoolHeader* spool, uint32_t key, const ChildTraceSamp
     SpoolSampleSlot& slot = spool->samples[(start + probe) % kSpoolSampleSlots];
     uint32_t held = slot.key.load(std::memory_order_relaxed);
     if (held == 0 && slot.key.compare_exchange_strong(held, mark, std::memory_order_relaxed)) held = mark;
-    if (held != mark) continue;
-    const uint64_t index = slot.seen.fetch_add(1, std::memory_order_relaxed);
-    const uint64_t every = uint64_t{1} << sampling.every_shift;
-    uint32_t represents = 0;
-    if (index < sampling.first) {
-      represents = 1;
-    } else if ((index - sampling.first) % every == every - 1) {
-      represents = static_cast<uint32_t>(every);
-    }
-    if (represents != 0) slot.represented.fetch_add(represents, std::memory_order_relaxed);
-    return represents;
+    if (held == mark) return &slot;
   }
-  return 1;
+  return nullptr;
+}
+
+uint32_t SpoolSampleChild(SpoolSampleSlot* slot, const ChildTraceSampling& sampling) {
+  const uint64_t index = slot->seen.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t every = uint64_t{1} << sampling.every_shift;
+  if (index < sampling.first) return 1;
+  return (index - sampling.first) % every == every - 1 ? static_cast<uint32_t>(every) : 0;
 }
 
 }  // namespace tcpadvise

@@ -154,16 +154,25 @@ struct ChildTraceSampling {
   uint32_t every_shift = __builtin_ctz(TCPADVISE_CHILD_TRACES_EVERY_DEFAULT);
 };
 
-// SpoolSampleChild decides whether a fork child of one connection writes its
-// final trace, from the count of its service's children (key: the service's
-// ServiceKey) that asked before it in this spool: the first `first` write,
-// each standing for itself (1), then the last of every 2^every_shift, standing
-// for those before it that wrote none and itself (2^every_shift); the others
-// none (0). A child whose service finds the slots taken writes (1), uncounted.
-// The slot counts the children that asked (seen) and those the written ones
-// stand for (represented): the reader tells from them how many wrote none and
-// are not stood for (the last of a service's, fewer than 2^every_shift).
-uint32_t SpoolSampleChild(SpoolHeader* spool, uint32_t key, const ChildTraceSampling& sampling);
+// SpoolSampleSlotOf: the sample slot of a service in the spool (key: its
+// SocketIdentity::ServiceKey), claimed if it has none yet; nullptr when every
+// slot is another service's.
+SpoolSampleSlot* SpoolSampleSlotOf(SpoolHeader* spool, uint32_t key);
+
+// SpoolSampleChild counts a fork child of one connection in its service's
+// slot and decides whether it writes its final trace, from the count of
+// those that asked before it: the first `first` write, each standing for
+// itself (1), then the last of every 2^every_shift, standing for those before
+// it that wrote none and itself (2^every_shift); the others none (0). The
+// child adds what its trace stands for to the slot's represented once the
+// trace is written (SpoolSampleWritten): the reader tells from seen less
+// represented the children no trace stands for (the last of a service's,
+// fewer than 2^every_shift, and a sampled child that died before writing).
+uint32_t SpoolSampleChild(SpoolSampleSlot* slot, const ChildTraceSampling& sampling);
+
+inline void SpoolSampleWritten(SpoolSampleSlot* slot, uint32_t represents) {
+  slot->represented.fetch_add(represents, std::memory_order_relaxed);
+}
 
 // SpoolHalfFull: whether the claims reached half the capacity (the parent
 // maps a new spool for its next children).

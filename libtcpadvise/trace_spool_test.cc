@@ -215,18 +215,21 @@ TEST_F(TraceSpoolTest, ForkedChildrenAppendConcurrentlyWithoutLosingARecord) {
   for (const auto& [pid, count] : by_pid) EXPECT_EQ(count, kEach) << pid;
 }
 
+// Ask is one child of key's service asking, and writing its trace if told
+// to; what it was told.
+uint32_t Ask(SpoolHeader* spool, uint32_t key, const ChildTraceSampling& sampling) {
+  SpoolSampleSlot* slot = SpoolSampleSlotOf(spool, key);
+  if (slot == nullptr) return 1;
+  const uint32_t represents = SpoolSampleChild(slot, sampling);
+  if (represents != 0) SpoolSampleWritten(slot, represents);
+  return represents;
+}
+
 // Asks has key's next `n` children ask, and returns what each was told.
 std::vector<uint32_t> Asks(SpoolHeader* spool, uint32_t key, int n, const ChildTraceSampling& sampling) {
   std::vector<uint32_t> told;
-  for (int i = 0; i < n; ++i) told.push_back(SpoolSampleChild(spool, key, sampling));
+  for (int i = 0; i < n; ++i) told.push_back(Ask(spool, key, sampling));
   return told;
-}
-
-const SpoolSampleSlot* SlotOf(const SpoolHeader* spool, uint32_t key) {
-  for (const SpoolSampleSlot& slot : spool->samples) {
-    if (slot.key.load() == key + 1) return &slot;
-  }
-  return nullptr;
 }
 
 TEST_F(TraceSpoolTest, AServicesFirstChildrenWriteThenTheLastOfEachEvery) {
@@ -234,7 +237,7 @@ TEST_F(TraceSpoolTest, AServicesFirstChildrenWriteThenTheLastOfEachEvery) {
   ASSERT_NE(spool, nullptr);
   const ChildTraceSampling sampling{3, 2};  // the first 3, then one in 4
   EXPECT_EQ(Asks(spool, 5432, 15, sampling), (std::vector<uint32_t>{1, 1, 1, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4}));
-  const SpoolSampleSlot* slot = SlotOf(spool, 5432);
+  const SpoolSampleSlot* slot = SpoolSampleSlotOf(spool, 5432);
   ASSERT_NE(slot, nullptr);
   EXPECT_EQ(slot->seen.load(), 15u);
   EXPECT_EQ(slot->represented.load(), 15u);
@@ -242,32 +245,35 @@ TEST_F(TraceSpoolTest, AServicesFirstChildrenWriteThenTheLastOfEachEvery) {
   // the reader sees them as seen less represented.
   EXPECT_EQ(Asks(spool, 5432, 2, sampling), (std::vector<uint32_t>{0, 0}));
   EXPECT_EQ(slot->seen.load() - slot->represented.load(), 2u);
+  // So is a sampled child that dies before its trace is written.
+  EXPECT_EQ(Asks(spool, 5432, 1, sampling), (std::vector<uint32_t>{0}));
+  EXPECT_EQ(SpoolSampleChild(SpoolSampleSlotOf(spool, 5432), sampling), 4u);
+  EXPECT_EQ(slot->seen.load() - slot->represented.load(), 4u);
 }
 
 TEST_F(TraceSpoolTest, EachServiceIsSampledApart) {
   SpoolHeader* spool = Map(1 << 20);
   ASSERT_NE(spool, nullptr);
   const ChildTraceSampling sampling{2, 1};
-  const uint32_t a = 1u << 16 | 5432, b = 2u << 16 | 5432;  // a server's and a client's port 5432
+  const uint32_t a = 1u << 16 | 5432, b = 2u << 16 | 5432;  // a client's and a server's port 5432
   std::vector<uint32_t> told_a, told_b;
   for (int i = 0; i < 6; ++i) {
-    told_a.push_back(SpoolSampleChild(spool, a, sampling));
-    if (i % 2 == 0) told_b.push_back(SpoolSampleChild(spool, b, sampling));
+    told_a.push_back(Ask(spool, a, sampling));
+    if (i % 2 == 0) told_b.push_back(Ask(spool, b, sampling));
   }
   EXPECT_EQ(told_a, (std::vector<uint32_t>{1, 1, 0, 2, 0, 2}));
   EXPECT_EQ(told_b, (std::vector<uint32_t>{1, 1, 0}));
+  EXPECT_NE(SpoolSampleSlotOf(spool, a), SpoolSampleSlotOf(spool, b));
   // Every 1: every child writes, standing for itself.
   EXPECT_EQ(Asks(spool, 80, 40, ChildTraceSampling{0, 0}), std::vector<uint32_t>(40, 1));
 }
 
-TEST_F(TraceSpoolTest, AServiceThatFindsTheSlotsTakenWritesUncounted) {
+TEST_F(TraceSpoolTest, AServiceThatFindsTheSlotsTakenHasNone) {
   SpoolHeader* spool = Map(1 << 20);
   ASSERT_NE(spool, nullptr);
-  const ChildTraceSampling sampling{0, 4};
-  for (uint32_t key = 0; key < kSpoolSampleSlots; ++key) EXPECT_EQ(SpoolSampleChild(spool, key, sampling), 0u);
-  EXPECT_EQ(Asks(spool, 100000, 3, sampling), std::vector<uint32_t>(3, 1));
-  EXPECT_EQ(SlotOf(spool, 100000), nullptr);
-  for (uint32_t key = 0; key < kSpoolSampleSlots; ++key) EXPECT_EQ(SlotOf(spool, key)->seen.load(), 1u) << key;
+  for (uint32_t key = 0; key < kSpoolSampleSlots; ++key) ASSERT_NE(SpoolSampleSlotOf(spool, key), nullptr);
+  EXPECT_EQ(SpoolSampleSlotOf(spool, 100000), nullptr);
+  for (uint32_t key = 0; key < kSpoolSampleSlots; ++key) EXPECT_EQ(SpoolSampleSlotOf(spool, key)->key.load(), key + 1);
 }
 
 TEST_F(TraceSpoolTest, ForkedChildrenAskingAtOnceAreEachCountedOnce) {
@@ -283,7 +289,7 @@ TEST_F(TraceSpoolTest, ForkedChildrenAskingAtOnceAreEachCountedOnce) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       uint64_t told = 0;
-      for (int i = 0; i < kEach; ++i) told += SpoolSampleChild(spool, 7, sampling);
+      for (int i = 0; i < kEach; ++i) told += Ask(spool, 7, sampling);
       _exit(write(pipe_fds[1], &told, sizeof(told)) == sizeof(told) ? 0 : 1);
     }
     children.push_back(pid);
@@ -300,7 +306,7 @@ TEST_F(TraceSpoolTest, ForkedChildrenAskingAtOnceAreEachCountedOnce) {
   }
   close(pipe_fds[0]);
   close(pipe_fds[1]);
-  const SpoolSampleSlot* slot = SlotOf(spool, 7);
+  const SpoolSampleSlot* slot = SpoolSampleSlotOf(spool, 7);
   ASSERT_NE(slot, nullptr);
   EXPECT_EQ(slot->seen.load(), static_cast<uint32_t>(kChildren * kEach));
   EXPECT_EQ(slot->represented.load(), 16 + (kChildren * kEach - 16) / 16 * 16);

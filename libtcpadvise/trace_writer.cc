@@ -676,12 +676,12 @@ void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes)
 }
 
 // WriteTraceFile writes a rendered trace under a temporary name, then
-// renames it. Out of line: its two paths (8 KiB of stack) sat in
-// WriteTrace's frame, below which the rendering then ran, some 14 KiB deep
+// renames it; false when it could not. Out of line: its two paths (8 KiB
+// of stack) sat in WriteTrace's frame, below which the rendering then ran, some 14 KiB deep
 // in all, reaching stack pages a fork child had not touched (one more fault
 // in a PostgreSQL backend, depending on where its stack starts); now the
 // rendering and the file are as deep as the deeper of the two.
-[[gnu::noinline]] static void WriteTraceFile(const JsonWriter& w) {
+[[gnu::noinline]] static bool WriteTraceFile(const JsonWriter& w) {
   char program[kFileNameProgramBytes + 1], path[kPathBytes], temp[kPathBytes];
   ProgramFileName(program);
   const char* dir = g_runtime.settings.out_dir;
@@ -690,18 +690,21 @@ void EmitBurstWrites(JsonWriter* w, const SocketStats& st, uint64_t open_writes)
   const int fd = CreateTemporary(temp, dir, program, pid);
   if (fd < 0) {
     WarnOnce("open failed", temp);
-    return;
+    return false;
   }
   const bool written = WriteAll(fd, w.data(), w.size());
   if (g_real.close(fd) != 0 || !written) {
     WarnOnce("write failed", temp);
     unlink(temp);
-  } else if (rename(temp, path) != 0) {
+    return false;
+  }
+  if (rename(temp, path) != 0) {
     WarnOnce("rename failed", path);
     unlink(temp);
-  } else {
-    g_process_page.trace_file_written = true;
+    return false;
   }
+  g_process_page.trace_file_written = true;
+  return true;
 }
 
 // SpoolTakesTrace: whether this process is a fork child whose final trace
@@ -723,14 +726,16 @@ static_assert(static_cast<int>(Role::kClient) == 1 && static_cast<int>(Role::kSe
               "a sample slot's key names the role by these numbers (trace_spool.h)");
 
 // ChildRepresents: the fork children a final trace going to the spool
-// stands for (SpoolSampleChild; 0: this one writes none). Sampled: a child
+// stands for (SpoolSampleChild; 0: this one writes none), and in *slot its
+// service's sample slot (nullptr: not sampled) for SpoolSampleWritten once
+// the trace is written. Sampled: a child
 // of one connection (one socket item, of one connection: a
 // fork-per-connection server's backend), whose trace is its service's
 // siblings' shape and holds nothing else. Written in full: a child with a
 // warning, one that runs an experiment (each of its connections is an
 // outcome), one that held more than one connection. The table's lock is
 // taken here.
-static uint32_t ChildRepresents() {
+static uint32_t ChildRepresents(SpoolSampleSlot** slot) {
   if (ShimWarnings() != 0 || PolicyFailOpenReason() != nullptr) return 1;
   if (g_policy_config != nullptr && g_policy_config->experiment.enabled) return 1;
   int items = 0;
@@ -749,7 +754,8 @@ static uint32_t ChildRepresents() {
   const uint32_t key = one_connection ? only->id.ServiceKey() : 0;
   g_table.Unlock();
   if (!one_connection) return 1;
-  return SpoolSampleChild(g_spool.header, key, g_runtime.settings.child_traces);
+  *slot = SpoolSampleSlotOf(g_spool.header, key);
+  return *slot != nullptr ? SpoolSampleChild(*slot, g_runtime.settings.child_traces) : 1;
 }
 
 // CreateSpool maps a new spool, <out>/<program>.<pid>.<nonce>.spool, for
@@ -801,7 +807,8 @@ void WriteTrace(bool final) {
     UnlockTraceWriter();
     return;
   }
-  const uint32_t represents = final && SpoolTakesTrace() ? ChildRepresents() : 1;
+  SpoolSampleSlot* sample_slot = nullptr;
+  const uint32_t represents = final && SpoolTakesTrace() ? ChildRepresents(&sample_slot) : 1;
   if (represents == 0) {
     g_process_page.trace_final_written = true;
     UnlockTraceWriter();
@@ -814,7 +821,8 @@ void WriteTrace(bool final) {
   g_table.Unlock();
   if (final) g_process_page.trace_final_written = true;
   if (any && !w.failed()) {
-    if (!final || !InSpool(w)) WriteTraceFile(w);
+    const bool written = (final && InSpool(w)) || WriteTraceFile(w);
+    if (written && sample_slot != nullptr) SpoolSampleWritten(sample_slot, represents);
   } else if (w.failed()) {
     RawWarning("out of memory while writing the trace; this trace is skipped");
   }

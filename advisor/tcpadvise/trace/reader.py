@@ -224,7 +224,8 @@ def _spooled(
             continue
         parsed.append((document, record.data))
     # The last children of a service that wrote no trace, fewer than its EVERY (their sampled sibling
-    # never came), are stood for by the last trace of their service that was written.
+    # never came, or died before its trace was written), are stood for by the last trace of their
+    # service that was written.
     unrepresented = dict(found.unrepresented)
     for document, _ in reversed(parsed):
         key = spool.sample_key(document.data)

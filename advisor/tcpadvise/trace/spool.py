@@ -57,7 +57,7 @@ class Spool:
     problem: str | None
     # unrepresented: by service key (sample_key), the fork children that wrote no trace (sampled,
     # TCPADVISE_CHILD_TRACES_EVERY) and that no written trace stands for: the last of a service's,
-    # fewer than its EVERY.
+    # fewer than its EVERY, and a sampled child that died before its trace was written.
     unrepresented: dict[int, int] = field(default_factory=dict)
 
 
