@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..symbols.elfinfo import BinaryInfo, blind_spot
 from ..trace.reader import Manifest
+from ..trace.represents import TCP_INFO_COUNTERS
 from ..units import ratio
 from . import hist
 from .report import Report
@@ -34,16 +35,8 @@ from .sockets import SocketsSum, is_stream
 
 SCOPE, RUN = "scope", "run"
 
-# tcp_info fields a scope adds up over its connections, and those it averages per connection.
-_TCP_INFO_COUNTERS = (
-    "total_retrans",
-    "segs_out",
-    "data_segs_out",
-    "busy_time_us",
-    "rwnd_limited_us",
-    "sndbuf_limited_us",
-    "samples",
-)
+# tcp_info fields a scope adds up over its connections (those a sampled child's trace scales), and
+# those it averages per connection.
 _TCP_INFO_MEANS = ("rtt_us", "rttvar_us")
 # The buffer options an application can fix, and the effective option each one sets.
 _BUFFER_OPTIONS = (("SO_SNDBUF", "sndbuf"), ("SO_RCVBUF", "rcvbuf"))
@@ -241,7 +234,7 @@ class _TcpInfoSum:
         if not info:
             return
         self._any = True
-        for key in _TCP_INFO_COUNTERS:
+        for key in TCP_INFO_COUNTERS:
             if key in info:
                 self._counters[key] = self._counters.get(key, 0) + info[key]
         for key in _TCP_INFO_MEANS:
@@ -257,7 +250,7 @@ class _TcpInfoSum:
         if not self._any:
             return {}
         # Counters absent from every entry stay absent; one present in some counts 0 for the others.
-        merged = {key: self._counters[key] for key in _TCP_INFO_COUNTERS if key in self._counters}
+        merged = {key: self._counters[key] for key in TCP_INFO_COUNTERS if key in self._counters}
         for key in _TCP_INFO_MEANS:
             if key in self._means:
                 merged[key] = self._means[key][0] / self._means[key][1]

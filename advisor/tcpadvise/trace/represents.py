@@ -14,10 +14,10 @@ written, and every ratio, mean and percentile stays the sampled child's.
 _HISTOGRAM_COUNTS = ("count", "sum")
 # _SECTIONS: a socket's sections of counts, all of whose numbers add up (model/sockets.py sums them).
 _SECTIONS = ("writes", "bursts", "turns", "reads", "errors")
-# _TCP_INFO_COUNTS: tcp_info's numbers that add up (model/metrics.py: _TCP_INFO_COUNTERS, and the
-# samples its averages are weighted by).
-_TCP_INFO_COUNTS = ("samples", "total_retrans", "segs_out", "data_segs_out", "busy_time_us", "rwnd_limited_us",
-                    "sndbuf_limited_us")
+# TCP_INFO_COUNTERS: tcp_info's numbers that add up over connections (the samples its averages are
+# weighted by among them); the others are averages and gauges. model/metrics.py sums these.
+TCP_INFO_COUNTERS = ("total_retrans", "segs_out", "data_segs_out", "busy_time_us", "rwnd_limited_us",
+                     "sndbuf_limited_us", "samples")
 # _POLICY_MAXIMA: the policy's counters that are a maximum, not a count.
 _POLICY_MAXIMA = ("max_bytes_held", "longest_hold_ns")
 # _SITE_COUNTS: a call site's (and a stack's) counts.
@@ -65,7 +65,7 @@ def _socket(socket: dict, times: int) -> dict:
     for section in _SECTIONS:
         scaled[section] = _all_counts(socket[section], times)
     if "tcp_info" in socket:
-        scaled["tcp_info"] = _counts(socket["tcp_info"], _TCP_INFO_COUNTS, times)
+        scaled["tcp_info"] = _counts(socket["tcp_info"], TCP_INFO_COUNTERS, times)
     if "call_sites" in socket:
         scaled["call_sites"] = [_site(site, times) for site in socket["call_sites"]]
     policy = socket.get("policy")
