@@ -46,6 +46,12 @@ namespace {
 // it forked (CallSitesBeforeFork).
 __thread bool t_sampling = false;
 __thread bool t_forked_while_sampling = false;
+// g_fork_lock_unusable: this process is the child of a fork from a signal
+// handler inside the shim (CallSitesAfterForkInsideShim), which may have
+// interrupted this thread taking or giving back the fork lock: the child
+// resumes that on its own, fresh, copy of the lock, which it then never
+// uses again.
+bool g_fork_lock_unusable = false;
 
 // kMaxFrames bounds a stack; kMaxStacks and kMaxPairs cap the memory (the
 // tables are twice as large, so that probes stay short).
@@ -813,10 +819,6 @@ UnwindFn LoadUnwinder() {
 // holding glibc's fork-handler lock: neither libunwind nor liblzma
 // registers fork handlers from a constructor, which would wait for it.
 int LoadThenUnwind(void** frames, int max) {
-  // A signal handler samples nothing: it may have interrupted the shim (the
-  // trace writer's lock may be this thread's) or the loader, whose lock the
-  // unwinder takes.
-  if (Reentered() || InApplicationSignalHandler()) return -1;
   ErrnoSaver errno_saver;  // the loader's searches set errno
   int started = kUnwinderStarted;
   if (!g_unwinder_state.compare_exchange_strong(started, kUnwinderTaken, std::memory_order_acq_rel)) return -1;
@@ -892,23 +894,36 @@ void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t w
   if (g_settings.mode == CallSiteMode::kSample) Pace();
   const uint64_t weight = for_itself ? 1 : g_every_now.load(std::memory_order_relaxed);
   // A vfork child shares its parent's memory: it loads nothing into it (the
-  // one system call only where the sample is taken, before the load).
-  if (__builtin_expect(unwind == LoadThenUnwind, 0) && getpid() != process) {
+  // one system call only where the sample is taken, before the load). Nor
+  // does a signal handler: it may have interrupted the shim (the trace
+  // writer's lock may be this thread's) or the loader, whose lock the
+  // unwinder takes. Asked here, before the fork lock's shim section.
+  if (__builtin_expect(unwind == LoadThenUnwind, 0) &&
+      (Reentered() || InApplicationSignalHandler() || getpid() != process)) {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   void* raw[kMaxFrames + 8];
-  if (pthread_rwlock_tryrdlock(&g_process_page.call_sites_unwinding) != 0) {  // a fork is under way
-    g_dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  t_sampling = true;
-  const int n = unwind(raw, kMaxFrames + 8);
-  t_sampling = false;
-  if (__builtin_expect(t_forked_while_sampling, 0)) {
-    t_forked_while_sampling = false;  // a fork child's lock was never taken
-  } else {
-    pthread_rwlock_unlock(&g_process_page.call_sites_unwinding);
+  int n;
+  {
+    // The fork lock is taken, held and given back inside a shim section: a
+    // signal handler that forks on this thread anywhere in between (inside
+    // pthread_rwlock_unlock too, where t_sampling no longer said so: CI's
+    // sigfork hung there) finds it Reentered, and the runtime's fork handlers
+    // then take nothing (runtime.cc, t_fork_inside_shim).
+    ShimSection section;
+    if (pthread_rwlock_tryrdlock(&g_process_page.call_sites_unwinding) != 0) {  // a fork is under way
+      g_dropped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    t_sampling = true;
+    n = unwind(raw, kMaxFrames + 8);
+    t_sampling = false;
+    if (__builtin_expect(t_forked_while_sampling, 0)) {
+      t_forked_while_sampling = false;  // a fork child's lock was never taken
+    } else {
+      pthread_rwlock_unlock(&g_process_page.call_sites_unwinding);
+    }
   }
   if (n < 0) {  // another thread is loading libunwind, or it could not be loaded
     g_dropped.fetch_add(1, std::memory_order_relaxed);
@@ -960,9 +975,12 @@ void SampleCallSite(uint64_t cookie, uint32_t service, pid_t process, uint64_t w
 }
 
 void CallSitesBeforeFork() {
+  if (g_fork_lock_unusable) return;
   // A signal handler forks inside this thread's unwind, which holds the lock
   // shared: waiting for it would be for ever. The child, which another
   // thread's unwind may leave holding libunwind's locks, samples nothing.
+  // (The runtime's handlers do not come here then: the unwind is a shim
+  // section. These are for a caller that registers them alone.)
   if (t_sampling) {
     t_forked_while_sampling = true;
     return;
@@ -971,6 +989,7 @@ void CallSitesBeforeFork() {
 }
 
 void CallSitesAfterForkInParent() {
+  if (g_fork_lock_unusable) return;
   if (t_forked_while_sampling) {
     t_forked_while_sampling = false;
     return;
@@ -982,6 +1001,12 @@ void CallSitesAfterForkInChild() {
   if (!t_forked_while_sampling) return;
   g_problem = "the process forked from a signal handler inside an unwind; call sites were not sampled after";
   g_unwind.store(nullptr, std::memory_order_release);
+}
+
+void CallSitesAfterForkInsideShim() {
+  g_problem = "the process forked from a signal handler inside the shim; call sites were not sampled after";
+  g_unwind.store(nullptr, std::memory_order_release);
+  g_fork_lock_unusable = true;
 }
 
 void CallSiteBurstEnded(uint64_t cookie, uint64_t write) {

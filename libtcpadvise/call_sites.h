@@ -131,6 +131,12 @@ void CallSitesBeforeFork();
 void CallSitesAfterForkInParent();
 void CallSitesAfterForkInChild();
 
+// CallSitesAfterForkInsideShim is the fork child's handler when the fork
+// came from a signal handler that interrupted the shim (the runtime's
+// handlers took nothing): the child samples no more, and its forks take no
+// fork lock.
+void CallSitesAfterForkInsideShim();
+
 // CallSiteBurstEnded tells that the socket's write-th write (a sampled one:
 // CallSiteDue(write)) was the last of its burst: the next one opened a burst.
 [[gnu::noinline]] void CallSiteBurstEnded(uint64_t cookie, uint64_t write);

@@ -113,6 +113,7 @@ void AfterForkInChild() {
     t_fork_inside_shim = false;
     g_active.store(false, std::memory_order_release);
     DropHeldInChild();
+    CallSitesAfterForkInsideShim();
     return;
   }
   g_runtime.start_unix_ns = RealtimeNs();
