@@ -1,5 +1,6 @@
 // progs.h: what the test programs set up alike: a listener on 127.0.0.1,
-// on a port the kernel picks, and a signal handler.
+// on a port the kernel picks, a signal handler, and a loop that runs for a
+// while.
 #ifndef TESTS_PROGS_PROGS_H_
 #define TESTS_PROGS_PROGS_H_
 
@@ -7,6 +8,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 // ListenOnLoopback returns a TCP socket listening on 127.0.0.1 and puts its
@@ -31,6 +33,21 @@ inline void OnSignal(int sig, void (*handler)(int)) {
   sa.sa_handler = handler;
   sa.sa_flags = SA_RESTART;
   sigaction(sig, &sa, nullptr);
+}
+
+// RoundsFor runs round() again and again for `ms` milliseconds of the
+// monotonic clock, and returns how many times it ran.
+template <typename Round>
+long RoundsFor(long ms, Round round) {
+  timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  long rounds = 0;
+  do {
+    round();
+    ++rounds;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1000L + (now.tv_nsec - start.tv_nsec) / 1000000L < ms);
+  return rounds;
 }
 
 #endif  // TESTS_PROGS_PROGS_H_

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "progs.h"
@@ -32,10 +31,7 @@ int main() {
   OnSignal(SIGALRM, OnAlarm);
   const itimerval every = {{0, 100}, {0, 100}};
   setitimer(ITIMER_REAL, &every, nullptr);
-  timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  long rounds = 0;
-  do {
+  const long rounds = RoundsFor(1000, [&] {
     const int client = socket(AF_INET, SOCK_STREAM, 0);
     connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
     const int server = accept(listener, nullptr, nullptr);
@@ -43,9 +39,7 @@ int main() {
     close(copy);
     close(client);
     if (server >= 0) close(server);
-    ++rounds;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-  } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 1000000000L);
+  });
   const itimerval off = {};
   setitimer(ITIMER_REAL, &off, nullptr);
   printf("done %ld rounds, %d signals\n", rounds, static_cast<int>(g_handled));

@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "progs.h"
@@ -39,10 +38,7 @@ int main() {
   if (listener < 0) return 2;
   OnSignal(SIGALRM, OnAlarm);
   const itimerval once = {{0, 0}, {0, 300}};
-  timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  long rounds = 0;
-  do {
+  const long rounds = RoundsFor(2000, [&] {
     if (!g_pending) {
       g_pending = 1;
       setitimer(ITIMER_REAL, &once, nullptr);
@@ -55,9 +51,7 @@ int main() {
     read(server, &c, 1);
     close(client);
     close(server);
-    ++rounds;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-  } while (now.tv_sec - start.tv_sec < 2);
+  });
   printf("done %ld forks %d\n", rounds, static_cast<int>(g_forks));
   return 0;
 }
