@@ -103,15 +103,17 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
   ErrnoSaver errno_saver;
   // glibc keeps __libc_single_threaded false once any thread was started.
   const bool only_shim_threads = __libc_single_threaded && !g_application_threads.load(std::memory_order_relaxed);
-  // The new thread starts with every signal blocked, so it never takes the
-  // program's; the caller's mask stays as it is (blocking there, the
-  // unblocking would make the kernel hand the caller a signal pending for
-  // the process, meant for another thread).
-  sigset_t all;
+  // The caller blocks every signal until the new thread runs, and the new
+  // thread starts with that mask, so it never takes the program's signals.
+  // pthread_create allocates under malloc's lock (the thread's TLS): a
+  // program's handler that forked there (fork is async-signal-safe) would
+  // wait in glibc's fork for that lock for ever; it runs once the mask is
+  // back instead (a hang sigfork found, 1 run in some 30).
+  sigset_t all, caller;
   sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &caller);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
-  pthread_attr_setsigmask_np(&attr, &all);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   if (stack_size != 0) pthread_attr_setstacksize(&attr, stack_size);
   pthread_t thread;
@@ -131,6 +133,7 @@ bool StartBackgroundThread(void* (*loop)(void*), size_t stack_size, const char* 
     // lock that the child would wait on for ever.
     while (!start.running.load(std::memory_order_acquire)) sched_yield();
   }
+  pthread_sigmask(SIG_SETMASK, &caller, nullptr);
   pthread_attr_destroy(&attr);
   if (started && only_shim_threads) {
     SetDirectCalls(true);

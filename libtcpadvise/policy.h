@@ -139,6 +139,12 @@ void PolicyFdClosed(SocketState* s, int closed_fd, int other_fd);
 // thread may have held it at the fork).
 void ResetPolicyInChild(PolicyState* p);
 
+// FreeOtherThreadsTurnInChild frees a socket's turn in the child of a fork
+// from a signal handler that interrupted the shim, unless the forking
+// thread holds it (its section ends when the handler returns): another
+// thread's (the deadline thread's flush) is nobody's in the child.
+void FreeOtherThreadsTurnInChild(PolicyState* p);
+
 // DropHeldInChild forgets, in a fork child, the bytes the parent holds (the
 // parent sends them) so they are never sent twice.
 void DropHeldInChild();

@@ -12,6 +12,17 @@ namespace {
 // g_page_wiped: the kernel zeroes the page in fork children. Outside the
 // page, so that a child knows it.
 std::atomic<bool> g_page_wiped{false};
+// g_kept_forks counts the forks under way that keep the wiped memory
+// (KeepWipedOnFork): a fork child that finds it set cannot tell whether
+// the kernel zeroed the page, and zeroes it itself.
+std::atomic<int> g_kept_forks{0};
+
+// ReleaseUnlessHeldBy frees a mutex that a thread other than tid (a parent's
+// thread id) held when the process forked: that thread is gone in the
+// child. glibc records a mutex's owner for every kind of mutex.
+void ReleaseUnlessHeldBy(pthread_mutex_t* m, pid_t tid) {
+  if (m->__data.__lock != 0 && m->__data.__owner != tid) *m = PTHREAD_MUTEX_INITIALIZER;
+}
 
 // TokenOf mixes a pid and a start time: a process and the fork ancestor
 // whose memory it inherited never share both.
@@ -38,8 +49,38 @@ void WipeProcessPageOnFork() {
 
 bool ProcessPageWipedByKernel() { return g_page_wiped.load(std::memory_order_acquire); }
 
+void KeepWipedOnFork(void* start, size_t length) {
+  g_kept_forks.fetch_add(1, std::memory_order_acq_rel);
+  madvise(start, length, MADV_KEEPONFORK);
+}
+
+bool WipeAgainAfterFork(void* start, size_t length) {
+  const bool wiped = madvise(start, length, MADV_WIPEONFORK) == 0;
+  g_kept_forks.fetch_sub(1, std::memory_order_acq_rel);
+  return wiped;
+}
+
+bool WipedOnFork() { return g_kept_forks.load(std::memory_order_acquire) == 0; }
+
+void KeepProcessPageOnFork() {
+  if (g_page_wiped.load(std::memory_order_acquire)) KeepWipedOnFork(&g_process_page, sizeof(g_process_page));
+}
+
+void WipeProcessPageAgainAfterFork() {
+  if (g_page_wiped.load(std::memory_order_acquire) &&
+      !WipeAgainAfterFork(&g_process_page, sizeof(g_process_page))) {
+    g_page_wiped.store(false, std::memory_order_release);
+  }
+}
+
+void ReleaseOtherThreadsLocksInChild(pid_t tid) {
+  ReleaseUnlessHeldBy(&g_process_page.table_mutex, tid);
+  ReleaseUnlessHeldBy(&g_process_page.trace_mutex, tid);
+  ReleaseUnlessHeldBy(&g_process_page.heap_start, tid);
+}
+
 void ResetProcessPageInChild(int pid, uint64_t start_ns) {
-  if (!g_page_wiped.load(std::memory_order_acquire)) {
+  if (!g_page_wiped.load(std::memory_order_acquire) || !WipedOnFork()) {
     memset(static_cast<void*>(&g_process_page), 0, sizeof(g_process_page));
   }
   g_process_page.token = TokenOf(pid, start_ns);

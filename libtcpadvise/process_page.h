@@ -11,7 +11,9 @@
 #define TCPADVISE_PROCESS_PAGE_H_
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <atomic>
 
@@ -83,6 +85,29 @@ void WipeProcessPageOnFork();
 // ProcessPageWipedByKernel tells whether the kernel zeroes the page in fork
 // children (MADV_WIPEONFORK took).
 bool ProcessPageWipedByKernel();
+
+// KeepWipedOnFork has the kernel copy [start, start + length), wiped in
+// fork children, into the next one, and WipeAgainAfterFork (false if it
+// could not) has it wiped again: a fork from a signal handler that
+// interrupted the shim, whose child goes on with the section the handler
+// interrupted and must find the memory that section was changing as it
+// was. KeepWipedOnFork runs before that fork, WipeAgainAfterFork on both
+// sides after it. A fork child that another thread's fork made meanwhile
+// (WipedOnFork false) zeroes its wiped memory itself.
+void KeepWipedOnFork(void* start, size_t length);
+bool WipeAgainAfterFork(void* start, size_t length);
+bool WipedOnFork();
+
+// KeepProcessPageOnFork and WipeProcessPageAgainAfterFork do so for the
+// process page.
+void KeepProcessPageOnFork();
+void WipeProcessPageAgainAfterFork();
+
+// ReleaseOtherThreadsLocksInChild, in the child of such a fork, frees the
+// page's locks that a thread other than tid (the forking thread's id in
+// the parent) held: only the forking thread lives on in the child, and it
+// gives back the locks it holds as its section ends.
+void ReleaseOtherThreadsLocksInChild(pid_t tid);
 
 // ResetProcessPageInChild runs first in a fork child's handler: the page is
 // zero (by the kernel, or here), and the child's token is set.

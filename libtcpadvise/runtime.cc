@@ -72,13 +72,21 @@ bool StartSnapshotThreadOnce() {
 
 // t_fork_inside_shim: this thread forks from a signal handler that
 // interrupted the shim, holding one of its locks or a socket's turn, which
-// the fork handlers would wait for for ever. They then take no lock and
-// change nothing, except that the child drops what its parent holds.
+// the fork handlers would wait for for ever. They then take no lock, and
+// the child, which goes on with the interrupted section when the handler
+// returns, gets the memory that section changes as it was (the process
+// page and the table's Local, else zeroed) and drops what its parent holds.
+// t_fork_inside_shim_tid is the forking thread's id, the owner its child
+// finds on the locks that thread holds.
 __thread bool t_fork_inside_shim = false;
+__thread pid_t t_fork_inside_shim_tid = 0;
 
 void BeforeFork() {
   if (Reentered() || InsidePolicy()) {
     t_fork_inside_shim = true;
+    t_fork_inside_shim_tid = gettid();
+    KeepProcessPageOnFork();
+    g_table.KeepLocalOnFork();
     return;
   }
   ++g_process_page.forks;
@@ -94,6 +102,8 @@ void BeforeFork() {
 void AfterForkInParent() {
   if (t_fork_inside_shim) {
     t_fork_inside_shim = false;
+    WipeProcessPageAgainAfterFork();
+    g_table.WipeLocalAgainAfterFork();
     return;
   }
   PrivateHeapAfterForkInParent();
@@ -108,10 +118,20 @@ void AfterForkInParent() {
 void AfterForkInChild() {
   if (t_fork_inside_shim) {
     // The section this thread was in finishes if the handler returns. The
-    // child writes no trace (its runtime still has its parent's pid, whose
-    // file its trace would replace), nor sends its parent's bytes.
+    // child writes no trace, final or snapshot (its runtime, half its
+    // parent's, would describe neither), nor sends its parent's bytes; its
+    // policies still run, and what they hold goes out on its way out
+    // (RuntimeStop, DieOf: its own pid tells it from a vfork child).
     t_fork_inside_shim = false;
+    WipeProcessPageAgainAfterFork();
+    g_table.WipeLocalAgainAfterFork();
+    ReleaseOtherThreadsLocksInChild(t_fork_inside_shim_tid);
+    g_table.ForEachLive([](int, SocketState* s) { FreeOtherThreadsTurnInChild(s->policy_state); });
     g_active.store(false, std::memory_order_release);
+    g_runtime.pid = getpid();
+    g_runtime.settings.interval_s = 0;
+    g_armed.store(false, std::memory_order_relaxed);
+    g_next_snapshot_tick.store(UINT64_MAX, std::memory_order_relaxed);
     DropHeldInChild();
     CallSitesAfterForkInsideShim();
     return;
@@ -268,9 +288,9 @@ void RuntimeStart() {
 }
 
 void RuntimeStop() {
-  if (!g_active.load(std::memory_order_acquire) || !g_tracked_any.load(std::memory_order_acquire)) return;
+  if (!g_tracked_any.load(std::memory_order_acquire)) return;
   ReleaseAll(FlushCause::kExit);
-  WriteTrace(/*final=*/true);
+  if (g_active.load(std::memory_order_acquire)) WriteTrace(/*final=*/true);
 }
 
 void RuntimeStopAtExitCall() {

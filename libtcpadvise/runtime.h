@@ -85,8 +85,9 @@ ChildTraceSampling ParseChildTraceSampling(const char* first, const char* every,
 // the table cannot be set up.
 void RuntimeStart();
 
-// RuntimeStop writes the final trace (exit, or a fatal signal: signals.h);
-// nothing when the process never tracked a socket (it would write none).
+// RuntimeStop flushes what the policies hold and writes the final trace
+// (exit, or a fatal signal: signals.h); nothing when the process never
+// tracked a socket. A child forked from inside the shim flushes only.
 void RuntimeStop();
 
 // RuntimeStopAtExitCall writes the final trace from _exit, which runs no

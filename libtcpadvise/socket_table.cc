@@ -265,8 +265,16 @@ void SocketTable::ResetInChild() {
     }
     if (s->policy_state != nullptr) ResetPolicyInChild(s->policy_state);
   }
-  if (local_started_ && !local_wiped_) ForgetGroupsAndFreeEntries();
+  if (local_started_ && (!local_wiped_ || !WipedOnFork())) ForgetGroupsAndFreeEntries();
   ResetExperimentInChild();
+}
+
+void SocketTable::KeepLocalOnFork() {
+  if (local_wiped_) KeepWipedOnFork(&local_, sizeof(Local));
+}
+
+void SocketTable::WipeLocalAgainAfterFork() {
+  if (local_wiped_) local_wiped_ = WipeAgainAfterFork(&local_, sizeof(Local));
 }
 
 void SocketTable::ForgetGroupsAndFreeEntries() {

@@ -113,6 +113,12 @@ class SocketTable {
   // only accepted the connection its child serves.
   void ResetInChild();
 
+  // SocketTable::KeepLocalOnFork and WipeLocalAgainAfterFork: Local copied
+  // into the child of a fork from inside the shim (process_page.h:
+  // KeepWipedOnFork).
+  void KeepLocalOnFork();
+  void WipeLocalAgainAfterFork();
+
   // SocketTable::ForgetGroupsAndFreeEntries empties the group table and the
   // free list, leaving their entries as they are (a test's new table, and a
   // fork child whose kernel does not zero them).
