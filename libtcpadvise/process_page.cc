@@ -12,10 +12,6 @@ namespace {
 // g_page_wiped: the kernel zeroes the page in fork children. Outside the
 // page, so that a child knows it.
 std::atomic<bool> g_page_wiped{false};
-// g_kept_forks counts the forks under way that keep the wiped memory
-// (KeepWipedOnFork): a fork child that finds it set cannot tell whether
-// the kernel zeroed the page, and zeroes it itself.
-std::atomic<int> g_kept_forks{0};
 
 // ReleaseUnlessHeldBy frees a mutex that a thread other than tid (a parent's
 // thread id) held when the process forked: that thread is gone in the
@@ -49,28 +45,20 @@ void WipeProcessPageOnFork() {
 
 bool ProcessPageWipedByKernel() { return g_page_wiped.load(std::memory_order_acquire); }
 
-void KeepWipedOnFork(void* start, size_t length) {
-  g_kept_forks.fetch_add(1, std::memory_order_acq_rel);
+bool KeepWipedOnFork(std::atomic<bool>* wiped, void* start, size_t length) {
+  if (!wiped->exchange(false, std::memory_order_acq_rel)) return false;
   madvise(start, length, MADV_KEEPONFORK);
+  return true;
 }
 
-bool WipeAgainAfterFork(void* start, size_t length) {
-  const bool wiped = madvise(start, length, MADV_WIPEONFORK) == 0;
-  g_kept_forks.fetch_sub(1, std::memory_order_acq_rel);
-  return wiped;
+void WipeAgainAfterFork(std::atomic<bool>* wiped, bool kept, void* start, size_t length) {
+  if (kept && madvise(start, length, MADV_WIPEONFORK) == 0) wiped->store(true, std::memory_order_release);
 }
 
-bool WipedOnFork() { return g_kept_forks.load(std::memory_order_acquire) == 0; }
+bool KeepProcessPageOnFork() { return KeepWipedOnFork(&g_page_wiped, &g_process_page, sizeof(g_process_page)); }
 
-void KeepProcessPageOnFork() {
-  if (g_page_wiped.load(std::memory_order_acquire)) KeepWipedOnFork(&g_process_page, sizeof(g_process_page));
-}
-
-void WipeProcessPageAgainAfterFork() {
-  if (g_page_wiped.load(std::memory_order_acquire) &&
-      !WipeAgainAfterFork(&g_process_page, sizeof(g_process_page))) {
-    g_page_wiped.store(false, std::memory_order_release);
-  }
+void WipeProcessPageAgainAfterFork(bool kept) {
+  WipeAgainAfterFork(&g_page_wiped, kept, &g_process_page, sizeof(g_process_page));
 }
 
 void ReleaseOtherThreadsLocksInChild(pid_t tid) {
@@ -80,7 +68,7 @@ void ReleaseOtherThreadsLocksInChild(pid_t tid) {
 }
 
 void ResetProcessPageInChild(int pid, uint64_t start_ns) {
-  if (!g_page_wiped.load(std::memory_order_acquire) || !WipedOnFork()) {
+  if (!g_page_wiped.load(std::memory_order_acquire)) {
     memset(static_cast<void*>(&g_process_page), 0, sizeof(g_process_page));
   }
   g_process_page.token = TokenOf(pid, start_ns);

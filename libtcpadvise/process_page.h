@@ -86,22 +86,22 @@ void WipeProcessPageOnFork();
 // children (MADV_WIPEONFORK took).
 bool ProcessPageWipedByKernel();
 
-// KeepWipedOnFork has the kernel copy [start, start + length), wiped in
-// fork children, into the next one, and WipeAgainAfterFork (false if it
-// could not) has it wiped again: a fork from a signal handler that
+// KeepWipedOnFork has the kernel copy [start, start + length), which it
+// zeroes in fork children while *wiped, into the next one, and
+// WipeAgainAfterFork has it zeroed again: a fork from a signal handler that
 // interrupted the shim, whose child goes on with the section the handler
 // interrupted and must find the memory that section was changing as it
-// was. KeepWipedOnFork runs before that fork, WipeAgainAfterFork on both
-// sides after it. A fork child that another thread's fork made meanwhile
-// (WipedOnFork false) zeroes its wiped memory itself.
-void KeepWipedOnFork(void* start, size_t length);
-bool WipeAgainAfterFork(void* start, size_t length);
-bool WipedOnFork();
+// was. KeepWipedOnFork runs before that fork (false: the memory was not
+// wiped, or another thread's such fork keeps it), WipeAgainAfterFork on
+// both sides after it with what it returned. Meanwhile *wiped is false: a
+// child that another thread's fork made zeroes the memory itself.
+bool KeepWipedOnFork(std::atomic<bool>* wiped, void* start, size_t length);
+void WipeAgainAfterFork(std::atomic<bool>* wiped, bool kept, void* start, size_t length);
 
 // KeepProcessPageOnFork and WipeProcessPageAgainAfterFork do so for the
 // process page.
-void KeepProcessPageOnFork();
-void WipeProcessPageAgainAfterFork();
+bool KeepProcessPageOnFork();
+void WipeProcessPageAgainAfterFork(bool kept);
 
 // ReleaseOtherThreadsLocksInChild, in the child of such a fork, frees the
 // page's locks that a thread other than tid (the forking thread's id in

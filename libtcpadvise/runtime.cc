@@ -77,16 +77,26 @@ bool StartSnapshotThreadOnce() {
 // returns, gets the memory that section changes as it was (the process
 // page and the table's Local, else zeroed) and drops what its parent holds.
 // t_fork_inside_shim_tid is the forking thread's id, the owner its child
-// finds on the locks that thread holds.
+// finds on the locks that thread holds; t_kept_page and t_kept_local: that
+// fork keeps the process page, the table's Local.
 __thread bool t_fork_inside_shim = false;
 __thread pid_t t_fork_inside_shim_tid = 0;
+__thread bool t_kept_page = false;
+__thread bool t_kept_local = false;
+
+// WipeAgainAfterForkInsideShim has the memory kept for such a fork wiped
+// in fork children again (process_page.h: KeepWipedOnFork).
+void WipeAgainAfterForkInsideShim() {
+  WipeProcessPageAgainAfterFork(t_kept_page);
+  g_table.WipeLocalAgainAfterFork(t_kept_local);
+}
 
 void BeforeFork() {
   if (Reentered() || InsidePolicy()) {
     t_fork_inside_shim = true;
     t_fork_inside_shim_tid = gettid();
-    KeepProcessPageOnFork();
-    g_table.KeepLocalOnFork();
+    t_kept_page = KeepProcessPageOnFork();
+    t_kept_local = g_table.KeepLocalOnFork();
     return;
   }
   ++g_process_page.forks;
@@ -102,8 +112,7 @@ void BeforeFork() {
 void AfterForkInParent() {
   if (t_fork_inside_shim) {
     t_fork_inside_shim = false;
-    WipeProcessPageAgainAfterFork();
-    g_table.WipeLocalAgainAfterFork();
+    WipeAgainAfterForkInsideShim();
     return;
   }
   PrivateHeapAfterForkInParent();
@@ -123,8 +132,7 @@ void AfterForkInChild() {
     // policies still run, and what they hold goes out on its way out
     // (RuntimeStop, DieOf: its own pid tells it from a vfork child).
     t_fork_inside_shim = false;
-    WipeProcessPageAgainAfterFork();
-    g_table.WipeLocalAgainAfterFork();
+    WipeAgainAfterForkInsideShim();
     ReleaseOtherThreadsLocksInChild(t_fork_inside_shim_tid);
     g_table.ForEachLive([](int, SocketState* s) { FreeOtherThreadsTurnInChild(s->policy_state); });
     g_active.store(false, std::memory_order_release);

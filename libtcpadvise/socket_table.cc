@@ -46,7 +46,7 @@ bool SocketTable::StartWithFirstSocket() {
     if (slots_ == nullptr) return false;
     size_.store(capacity_, std::memory_order_release);
   }
-  local_wiped_ = madvise(&local_, sizeof(Local), MADV_WIPEONFORK) == 0;
+  local_wiped_.store(madvise(&local_, sizeof(Local), MADV_WIPEONFORK) == 0, std::memory_order_relaxed);
   local_started_ = true;
   return true;
 }
@@ -265,17 +265,13 @@ void SocketTable::ResetInChild() {
     }
     if (s->policy_state != nullptr) ResetPolicyInChild(s->policy_state);
   }
-  if (local_started_ && (!local_wiped_ || !WipedOnFork())) ForgetGroupsAndFreeEntries();
+  if (local_started_ && !local_wiped_.load(std::memory_order_relaxed)) ForgetGroupsAndFreeEntries();
   ResetExperimentInChild();
 }
 
-void SocketTable::KeepLocalOnFork() {
-  if (local_wiped_) KeepWipedOnFork(&local_, sizeof(Local));
-}
+bool SocketTable::KeepLocalOnFork() { return KeepWipedOnFork(&local_wiped_, &local_, sizeof(Local)); }
 
-void SocketTable::WipeLocalAgainAfterFork() {
-  if (local_wiped_) local_wiped_ = WipeAgainAfterFork(&local_, sizeof(Local));
-}
+void SocketTable::WipeLocalAgainAfterFork(bool kept) { WipeAgainAfterFork(&local_wiped_, kept, &local_, sizeof(Local)); }
 
 void SocketTable::ForgetGroupsAndFreeEntries() {
   // The entries taken, not the whole of Local.

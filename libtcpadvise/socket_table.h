@@ -116,8 +116,8 @@ class SocketTable {
   // SocketTable::KeepLocalOnFork and WipeLocalAgainAfterFork: Local copied
   // into the child of a fork from inside the shim (process_page.h:
   // KeepWipedOnFork).
-  void KeepLocalOnFork();
-  void WipeLocalAgainAfterFork();
+  bool KeepLocalOnFork();
+  void WipeLocalAgainAfterFork(bool kept);
 
   // SocketTable::ForgetGroupsAndFreeEntries empties the group table and the
   // free list, leaving their entries as they are (a test's new table, and a
@@ -163,7 +163,7 @@ class SocketTable {
   std::atomic<SocketState*>* slots_ = nullptr;
   std::atomic<unsigned> max_tracked_fd_{0};
   bool local_started_ = false;  // Local is in use (the first socket came)
-  bool local_wiped_ = false;    // and the kernel wipes it in fork children
+  std::atomic<bool> local_wiped_{false};  // and the kernel wipes it in fork children
   static Local local_;
 };
 
