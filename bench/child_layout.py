@@ -77,7 +77,8 @@ HEADER = """\
    by a server's sigaction calls: a PostgreSQL backend sets 14), the
    generation of the readable memory it knows (moved on by a backend's
    mmap and munmap), the deadline thread's state, the held
-   set's use and the experiments' draws (read by the fork handler), and the
+   set's use and the experiments' draws (read by the fork handler), the
+   socket table's arena (a child's first entry or table moves it on), and the
    count of modules the call sites' snapshot holds (read by the trace of a
    child that loaded no unwinder: alone on a page, it was one more fault),
    the snapshot deadline (set again by its fork handler). The child copies one page of the
@@ -100,6 +101,7 @@ SECTIONS
     *(.data._ZN9tcpadvise19g_memory_generationE)
     *(.bss._ZN9tcpadvise12_GLOBAL__N_114g_module_countE)
     *(.bss._ZN9tcpadvise12_GLOBAL__N_17g_spoolE)
+    *(.bss._ZN9tcpadvise12_GLOBAL__N_113g_table_arenaE)
     *(.data._ZN9tcpadvise20g_next_snapshot_tickE)
     *(.data._ZN9tcpadvise9g_runtimeE)
   }

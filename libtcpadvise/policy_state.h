@@ -141,6 +141,7 @@ struct PolicyState {
   bool app_corks = false;
   uint64_t cork_start = 0;
 };
+static_assert(sizeof(PolicyState) <= 128, "PolicyState outgrew the size class the heap warms (private_alloc.cc)");
 
 // CountersOf is p's socket's policy counters, allocated before the policy
 // was attached (AttachPolicy) and never freed.

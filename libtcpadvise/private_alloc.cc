@@ -7,6 +7,7 @@
 
 #include "process_page.h"
 #include "reentry.h"
+#include "table_arena.h"
 
 namespace tcpadvise {
 
@@ -82,10 +83,11 @@ inline void EnterHeap() {
   ++t_heap_calls;
 }
 
-// kWarmSizes are what a forked child of a server allocates first: a
-// histogram's first two table levels (64 and 112 B: sparse_counters.h) and a
-// socket's entry (1 KiB: socket_table.cc).
-constexpr size_t kWarmSizes[] = {64, 112, 1024};
+// kWarmSizes are what a forked child of a server under a policy allocates
+// first: its connection's policy state (128 B: policy_state.h) and policy
+// counters (192 B: socket_state.h). The socket table's entries and their
+// statistics' tables come from its arena (TableAlloc), not from the heap.
+constexpr size_t kWarmSizes[] = {128, 192};
 
 // WarmThreadCache allocates and frees one block of each of kWarmSizes, so
 // that this thread's jemalloc cache holds some of each when it forks: the
@@ -126,6 +128,29 @@ void PrivateFree(void* p) {
   HeapSection section;
   EnterHeap();
   dallocx(p, 0);
+}
+
+namespace {
+
+// kTableObjectBytes: room for the entries and tables of some 200,000 open
+// sockets; the table's later objects come from the private heap.
+constexpr size_t kTableObjectBytes = size_t{256} << 20;
+TableArena g_table_arena;
+
+}  // namespace
+
+void* TableStart(size_t slots_bytes) {
+  if (void* slots = g_table_arena.Reserve(slots_bytes, kTableObjectBytes)) return slots;
+  return PrivateAlloc(slots_bytes);
+}
+
+void* TableAlloc(size_t size, size_t align) {
+  if (void* p = g_table_arena.Alloc(size, align)) return p;
+  return PrivateAlloc(size);
+}
+
+void TableFree(void* p) {
+  if (!g_table_arena.Owns(p)) PrivateFree(p);
 }
 
 void PrivateHeapBeforeFork() {

@@ -34,6 +34,22 @@ void PrivateHeapBeforeFork();
 void PrivateHeapAfterForkInParent();
 void PrivateHeapAfterForkInChild();
 
+// TableStart returns the socket table's slots (slots_bytes, zeroed) and
+// makes room for its objects; TableAlloc returns one of them (size zeroed
+// bytes aligned to align); TableFree gives back a TableAlloc block never
+// published. Each nullptr on failure. In the shim a table arena of their
+// own (table_arena.h), then the private heap; elsewhere the private heap.
+void* TableStart(size_t slots_bytes);
+void* TableAlloc(size_t size, size_t align);
+void TableFree(void* p);
+
+// TableNew constructs a T with TableAlloc; nullptr on failure.
+template <typename T>
+T* TableNew() {
+  void* p = TableAlloc(sizeof(T), alignof(T));
+  return p ? new (p) T() : nullptr;
+}
+
 // PrivateNew constructs a T in the private heap; nullptr on failure.
 template <typename T, typename... Args>
 T* PrivateNew(Args&&... args) {

@@ -35,6 +35,10 @@ void* PrivateRealloc(void* p, size_t size) { return realloc(p, size ? size : 1);
 
 void PrivateFree(void* p) { free(p); }
 
+void* TableStart(size_t slots_bytes) { return PrivateAlloc(slots_bytes); }
+void* TableAlloc(size_t size, size_t) { return PrivateAlloc(size); }
+void TableFree(void* p) { PrivateFree(p); }
+
 // libc's heap takes care of fork itself.
 void PrivateHeapBeforeFork() {}
 void PrivateHeapAfterForkInParent() {}

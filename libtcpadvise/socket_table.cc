@@ -37,12 +37,12 @@ void SocketTable::Init() {
   capacity_ = size;
 }
 
-// StartWithFirstSocket takes the slots from the private heap (zeroed; a
-// fresh large block is the heap's untouched pages, not a memset) and has
-// Local wiped in fork children; the mutex is held.
+// StartWithFirstSocket takes the slots, with room for the table's entries
+// (private_alloc.h: TableStart; zeroed, untouched pages, not a memset), and
+// has Local wiped in fork children; the mutex is held.
 bool SocketTable::StartWithFirstSocket() {
   if (slots_ == nullptr) {
-    slots_ = static_cast<std::atomic<SocketState*>*>(PrivateAlloc(capacity_ * sizeof(slots_[0])));
+    slots_ = static_cast<std::atomic<SocketState*>*>(TableStart(capacity_ * sizeof(slots_[0])));
     if (slots_ == nullptr) return false;
     size_.store(capacity_, std::memory_order_release);
   }
@@ -58,7 +58,7 @@ SocketState* SocketTable::NewEntry() {
     s->ResetForReuse();
     return s;
   }
-  return PrivateNew<SocketState>();
+  return TableNew<SocketState>();
 }
 
 SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {

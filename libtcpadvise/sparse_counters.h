@@ -242,17 +242,17 @@ class SparseCounters {
 
 // ---- implementation ----
 
-// PublishOnce stores fresh (zeroed, from the private heap) into slot unless
+// PublishOnce stores fresh (zeroed, from TableAlloc) into slot unless
 // another thread got there first; returns what the slot holds, or nullptr
 // when it is empty and memory ran out or may not be allocated.
 template <typename T>
 inline T* PublishOnce(std::atomic<T*>* slot, size_t bytes, bool may_allocate) {
   T* current = slot->load(std::memory_order_acquire);
   if (current != nullptr || !may_allocate) return current;
-  T* fresh = static_cast<T*>(PrivateAlloc(bytes));
+  T* fresh = static_cast<T*>(TableAlloc(bytes, alignof(T)));
   if (fresh == nullptr) return nullptr;
   if (!slot->compare_exchange_strong(current, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
-    PrivateFree(fresh);  // never published: nobody else can see it
+    TableFree(fresh);  // never published: nobody else can see it
     return current;
   }
   return fresh;

@@ -1,7 +1,8 @@
 """A process pays at start only for what it uses (issue 16, cheap start): with
 the config `tcpadvise record --policy` hands it (policy.resolve_policy: the
 compiled form) it never loads yaml-cpp; libunwind is loaded, and the shim's
-private heap (jemalloc) set up, with the first TCP socket, not before; libm
+private heap (jemalloc) set up, with the first TCP socket, not before (the
+heap only for a socket a policy acts on); libm
 is not loaded at all; a process that never opens a socket writes no trace
 and makes none of the system calls of those. Checked in the processes' own
 /proc/self/maps and in strace's record of their system calls; the timings
@@ -16,7 +17,10 @@ import sys
 
 import pytest
 from tcpadvise.policy.config import resolve_policy
-from testlib import load_traces, prog, run, shim_env, shim_path
+from testlib import load_traces, policy_env, prog, run, shim_env, shim_path
+
+# A policy that holds every connection's bytes in buffers from the shim's heap.
+HOLDING_POLICY = "{coalesce: {adaptive: false}}"
 
 # What the shim used to load into every process under a policy (with libstdc++, which a sanitizer
 # build's runtime loads anyway), and what it loads only for sockets.
@@ -117,12 +121,20 @@ def test_a_process_without_sockets_makes_none_of_the_deferred_system_calls(tmp_p
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
 @pytest.mark.skipif(bool(os.environ.get("TCPADVISE_PRELOAD_FIRST")),
                     reason="a sanitizer's runtime makes system calls of its own at start")
-def test_the_first_socket_sets_the_heap_up_and_the_trace_is_written(tmp_path):
+@pytest.mark.parametrize("arm", ["observe", "policy"])
+def test_the_first_socket_a_policy_acts_on_sets_the_heap_up_and_the_trace_is_written(tmp_path, arm):
+    """Under observe the heap is never set up: the socket table's slots, entries and their statistics'
+    tables come from an arena of their own (a fork server's parent then writes none of jemalloc's pages,
+    which every fork would copy). A policy's state per socket comes from the heap."""
     out = tmp_path / "out"
     out.mkdir()
-    calls = system_calls(tmp_path, [sys.executable, "-c", SOCKET_PROGRAM, str(tmp_path / "maps")], shim_env(out))
+    env = shim_env(out, **({"TCPADVISE_CONFIG": str(resolve_policy("cork", out))} if arm == "policy" else {}))
+    calls = system_calls(tmp_path, [sys.executable, "-c", SOCKET_PROGRAM, str(tmp_path / "maps")], env)
     first_socket = calls.index("socket(AF_INET")
-    assert calls.index("/etc/malloc.conf") > first_socket  # the heap was set up, after the first socket
+    if arm == "observe":
+        assert "/etc/malloc.conf" not in calls
+    else:
+        assert calls.index("/etc/malloc.conf") > first_socket  # the heap was set up, after the first socket
     assert "rename(" in calls and list(out.glob("python*.json"))
 
 
@@ -135,12 +147,12 @@ def test_a_fork_while_the_first_socket_sets_the_heap_up_does_not_hang(tmp_path):
     # A thread forks while another opens the process's first socket, when the
     # heap sets itself up: neither may wait for the other (the build of main
     # hung about once in 60 such runs, on jemalloc's fork handler and the
-    # socket table's lock taken in opposite orders).
-    out = tmp_path / "out"
-    out.mkdir()
+    # socket table's lock taken in opposite orders). Under a policy that
+    # holds: observed, a socket needs nothing of the heap (the table's arena).
+    env, out = policy_env(tmp_path, HOLDING_POLICY)
     for attempt in range(60):
         try:
-            result = subprocess.run([prog("forkfirst")], env=shim_env(out), capture_output=True, text=True, timeout=20)
+            result = subprocess.run([prog("forkfirst")], env=env, capture_output=True, text=True, timeout=20)
         except subprocess.TimeoutExpired:
             pytest.fail(f"run {attempt} hung")
         assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
@@ -165,11 +177,12 @@ def test_forks_while_threads_use_the_heap_do_not_hang(tmp_path):
     # A fork skips jemalloc's fork handlers while the forking thread is the
     # heap's only one (20 forks), and runs them once two more threads
     # allocate and free in it as the forks come (40 forks): no child may
-    # inherit a heap lock held, and each writes its whole trace.
-    out = tmp_path / "out"
-    out.mkdir()
+    # inherit a heap lock held, and each writes its whole trace. Under a
+    # policy that holds, whose buffers each connection takes from the heap
+    # and gives back at its close.
+    env, out = policy_env(tmp_path, HOLDING_POLICY)
     for attempt in range(5):
-        with subprocess.Popen([prog("forkheap")], env=shim_env(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        with subprocess.Popen([prog("forkheap")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, start_new_session=True) as process:
             try:
                 stdout, stderr = process.communicate(timeout=60)

@@ -2,8 +2,8 @@
 // only (phase 1: a fork skips jemalloc's fork handlers) and then by two more
 // threads that allocate and free in it as the forks come (phase 2: the
 // handlers run). The threads' and every child's exchanges write varied sizes
-// over loopback TCP, which grows the sockets' histogram tables in the heap
-// and frees them at close. Each child makes one exchange of its own and
+// over loopback TCP; under a policy that holds (the test's), each
+// connection's buffers come from the heap and go back to it at its close. Each child makes one exchange of its own and
 // exits (writing its trace). Prints "ok" unless a child failed; a fork that
 // leaves a heap lock held hangs a child instead.
 #include <arpa/inet.h>

@@ -1,0 +1,37 @@
+#include "table_arena.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace tcpadvise {
+
+void* TableArena::Reserve(size_t slots_bytes, size_t objects_bytes) {
+  if (end_ != 0) return nullptr;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t slots_room = (slots_bytes + page - 1) & ~(page - 1);
+  void* map = mmap(nullptr, slots_room + objects_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED) return nullptr;
+  objects_ = reinterpret_cast<uintptr_t>(map) + slots_room;
+  end_ = objects_ + objects_bytes;
+  next_.store(objects_, std::memory_order_release);
+  return map;
+}
+
+void* TableArena::Alloc(size_t size, size_t align) {
+  // A block of a page or less never spans two: a fork child that writes it
+  // then copies one page, as with jemalloc's size classes.
+  if (size <= 4096) {
+    while (align < size) align <<= 1;
+  }
+  uintptr_t at = next_.load(std::memory_order_acquire);
+  uintptr_t start;
+  do {
+    if (at == 0) return nullptr;
+    start = (at + align - 1) & ~(static_cast<uintptr_t>(align) - 1);
+    if (start + size > end_ || start + size < start) return nullptr;
+  } while (!next_.compare_exchange_weak(at, start + size, std::memory_order_relaxed, std::memory_order_acquire));
+  return reinterpret_cast<void*>(start);
+}
+
+}  // namespace tcpadvise

@@ -1,0 +1,49 @@
+// TableArena: memory handed out by bumping a pointer through one mapping,
+// never given back: the socket table's in the shim (private_alloc.h:
+// TableStart, TableAlloc), its slots at the mapping's start and its objects
+// (entries, their statistics' sparse tables) after them. The table reuses
+// its entries through its free list and a statistic's table stays with its
+// entry, so nothing is ever freed; a fork server that only observes then
+// never starts the private heap (jemalloc), whose metadata its parent would
+// write, every fork copy, and its fork handlers set up again in every child.
+// A fork child's blocks come after its parent's, in pages the parent never
+// wrote (a fresh zero page each, not a copy).
+#ifndef TCPADVISE_TABLE_ARENA_H_
+#define TCPADVISE_TABLE_ARENA_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
+
+namespace tcpadvise {
+
+class TableArena {
+ public:
+  // TableArena::Reserve maps slots_bytes (rounded up to a page) then
+  // objects_bytes, reserved rather than committed (MAP_NORESERVE: only the
+  // pages written cost memory); returns the zeroed slots, or nullptr when
+  // the mapping fails or was made before.
+  void* Reserve(size_t slots_bytes, size_t objects_bytes);
+
+  // TableArena::Alloc returns size zeroed bytes aligned to align (a power
+  // of two), and a block of a page or less to its size rounded up to a
+  // power of two, or nullptr when no mapping was reserved or it has no room
+  // left. Lock-free, and safe in a signal handler.
+  void* Alloc(size_t size, size_t align);
+
+  // TableArena::Owns tells whether p came from Alloc.
+  bool Owns(const void* p) const {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+    return at >= objects_ && at < end_;
+  }
+
+ private:
+  std::atomic<uintptr_t> next_{0};
+  uintptr_t objects_ = 0;
+  uintptr_t end_ = 0;
+};
+
+}  // namespace tcpadvise
+
+#endif  // TCPADVISE_TABLE_ARENA_H_
