@@ -132,9 +132,11 @@ void PrivateFree(void* p) {
 
 namespace {
 
-// kTableObjectBytes: room for the entries and tables of some 200,000 open
-// sockets; the table's later objects come from the private heap.
-constexpr size_t kTableObjectBytes = size_t{256} << 20;
+// kTableObjectBytes: room for the entries and tables of some 6,000 open
+// sockets (a fork server's parent and children use a few), the later ones
+// from the private heap. Not more: fork_echo's connections cost 11.8 us
+// more [3.5-18.6] with 256 MiB reserved (bench/results/session18.md).
+constexpr size_t kTableObjectBytes = size_t{8} << 20;
 TableArena g_table_arena;
 
 }  // namespace
