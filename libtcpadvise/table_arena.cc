@@ -13,24 +13,28 @@ void* TableArena::Reserve(size_t slots_bytes, size_t objects_bytes) {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return nullptr;
   objects_ = reinterpret_cast<uintptr_t>(map) + slots_room;
+  middle_ = objects_ + ((objects_bytes / 2) & ~(page - 1));
   end_ = objects_ + objects_bytes;
-  next_.store(objects_, std::memory_order_release);
+  next_[0].store(objects_, std::memory_order_release);
+  next_[1].store(middle_, std::memory_order_release);
   return map;
 }
 
 void* TableArena::Alloc(size_t size, size_t align) {
-  // A block of a page or less never spans two: a fork child that writes it
-  // then copies one page, as with jemalloc's size classes.
-  if (size <= 4096) {
-    while (align < size) align <<= 1;
-  }
-  uintptr_t at = next_.load(std::memory_order_acquire);
+  constexpr uintptr_t kPage = 4096;
+  const bool large = size >= kLargeBlock;
+  std::atomic<uintptr_t>& next = next_[large];
+  const uintptr_t end = large ? end_ : middle_;
+  uintptr_t at = next.load(std::memory_order_acquire);
   uintptr_t start;
   do {
     if (at == 0) return nullptr;
     start = (at + align - 1) & ~(static_cast<uintptr_t>(align) - 1);
-    if (start + size > end_ || start + size < start) return nullptr;
-  } while (!next_.compare_exchange_weak(at, start + size, std::memory_order_relaxed, std::memory_order_acquire));
+    // A block of a page or less never spans two: a fork child that writes
+    // it then copies one page.
+    if (size <= kPage && (start & (kPage - 1)) + size > kPage) start = (start + kPage - 1) & ~(kPage - 1);
+    if (start + size > end || start + size < start) return nullptr;
+  } while (!next.compare_exchange_weak(at, start + size, std::memory_order_relaxed, std::memory_order_acquire));
   return reinterpret_cast<void*>(start);
 }
 

@@ -27,9 +27,11 @@ class TableArena {
   void* Reserve(size_t slots_bytes, size_t objects_bytes);
 
   // TableArena::Alloc returns size zeroed bytes aligned to align (a power
-  // of two), and a block of a page or less to its size rounded up to a
-  // power of two, or nullptr when no mapping was reserved or it has no room
-  // left. Lock-free, and safe in a signal handler.
+  // of two), a block of a page or less within one page, or nullptr when no
+  // mapping was reserved or it has no room left. Blocks of a KiB or more
+  // (the table's entries) come from one half of the objects' room, smaller
+  // ones (their statistics' tables) from the other: neither pads the
+  // other's pages. Lock-free, and safe in a signal handler.
   void* Alloc(size_t size, size_t align);
 
   // TableArena::Owns tells whether p came from Alloc.
@@ -39,8 +41,10 @@ class TableArena {
   }
 
  private:
-  std::atomic<uintptr_t> next_{0};
+  static constexpr size_t kLargeBlock = 1024;
+  std::atomic<uintptr_t> next_[2] = {};  // small blocks, large blocks
   uintptr_t objects_ = 0;
+  uintptr_t middle_ = 0;  // where the large blocks' half starts
   uintptr_t end_ = 0;
 };
 

@@ -37,22 +37,39 @@ TEST(TableArenaTest, BlocksAreZeroedAlignedApartAndOwned) {
   EXPECT_TRUE(arena.Owns(first));
   EXPECT_TRUE(AllZero(first, 100));
   memset(first, 0xff, 100);
-  char* second = static_cast<char*>(arena.Alloc(1000, 64));
+  char* second = static_cast<char*>(arena.Alloc(900, 64));
   ASSERT_NE(second, nullptr);
-  // A block of a page or less is aligned to its size's power of two: 1024.
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(second) % 1024, 0u);
-  EXPECT_GE(second, first + 100);
-  EXPECT_TRUE(AllZero(second, 1000));
+  EXPECT_EQ(second, first + 128);  // the next 64 bytes' boundary
+  EXPECT_TRUE(AllZero(second, 900));
+  // 900 bytes more, three times: 64-byte aligned, one after the other; a
+  // fourth would cross the page (at 3,968 + 900): it starts on the next.
+  for (int i = 1; i <= 3; ++i) EXPECT_EQ(arena.Alloc(900, 64), second + 960 * i);
+  EXPECT_EQ(arena.Alloc(900, 64), first + 4096);
+}
+
+TEST(TableArenaTest, LargeBlocksComeFromTheOtherHalf) {
+  TableArena arena;
+  char* slots = static_cast<char*>(arena.Reserve(4096, 1 << 20));
+  ASSERT_NE(slots, nullptr);
+  char* small = static_cast<char*>(arena.Alloc(64, 64));
+  char* entry = static_cast<char*>(arena.Alloc(1024, 64));
+  char* small2 = static_cast<char*>(arena.Alloc(112, 16));
+  char* entry2 = static_cast<char*>(arena.Alloc(1024, 64));
+  EXPECT_EQ(small, slots + 4096);
+  EXPECT_EQ(small2, small + 64);
+  EXPECT_EQ(entry, slots + 4096 + (1 << 19));
+  EXPECT_EQ(entry2, entry + 1024);  // four to a page, none padded
   char* large = static_cast<char*>(arena.Alloc(10000, 64));
-  ASSERT_NE(large, nullptr);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(large) % 64, 0u);
-  EXPECT_GE(large, second + 1000);
+  EXPECT_EQ(large, entry2 + 1024);  // larger than a page: only aligned
+  EXPECT_TRUE(arena.Owns(large) && arena.Owns(small2));
 }
 
 TEST(TableArenaTest, FullArenaGivesNothing) {
   TableArena arena;
-  ASSERT_NE(arena.Reserve(1, 4096), nullptr);
+  ASSERT_NE(arena.Reserve(1, 8192), nullptr);
   for (int i = 0; i < 4; ++i) EXPECT_NE(arena.Alloc(1024, 8), nullptr);
+  EXPECT_EQ(arena.Alloc(1024, 8), nullptr);
+  for (int i = 0; i < 64; ++i) EXPECT_NE(arena.Alloc(64, 8), nullptr);
   EXPECT_EQ(arena.Alloc(1, 1), nullptr);
   EXPECT_EQ(arena.Alloc(SIZE_MAX, 1), nullptr);
 }
