@@ -287,6 +287,22 @@ def test_a_program_that_longjmps_out_of_its_handler_keeps_its_policy(tmp_path, k
     assert plain.stdout == result.stdout
 
 
+def run_sigfork(env, *args):
+    """Runs tests/progs/sigfork under env (None: without the shim); its pid, rounds and lost children,
+    once it ended well, with at least 100 rounds and 100 forks and no warning."""
+    program = subprocess.Popen([prog("sigfork"), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        stdout, stderr = program.communicate(timeout=60)
+    finally:
+        program.kill()
+    assert program.returncode == 0, stderr
+    done, rounds, _, forks, _, lost = stdout.split()
+    assert done == "done" and int(rounds) > 100 and int(forks) > 100, stdout
+    assert "tcpadvise: warning" not in stderr
+    return program.pid, int(rounds), int(lost)
+
+
 @pytest.mark.parametrize("policy", [None, "coalesce"])
 def test_a_handler_that_forks_inside_a_hook_does_not_deadlock(tmp_path, policy):
     """A SIGALRM handler forks (async-signal-safe) every 300 us or so while the main loop runs TCP calls: the
@@ -299,17 +315,8 @@ def test_a_handler_that_forks_inside_a_hook_does_not_deadlock(tmp_path, policy):
         out = tmp_path / "out"
         out.mkdir()
         env = shim_env(out)
-    program = subprocess.Popen([prog("sigfork")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-    try:
-        stdout, stderr = program.communicate(timeout=60)
-    finally:
-        program.kill()
-    assert program.returncode == 0, stderr
-    done, rounds, _, forks, _, _ = stdout.split()
-    assert done == "done" and int(rounds) > 100 and int(forks) > 100, stdout
-    assert "tcpadvise: warning" not in stderr
-    assert sum(s["writes"]["bytes"] for s in sockets(load_traces(out)[program.pid], "client")) == int(rounds)
+    pid, rounds, _ = run_sigfork(env)
+    assert sum(s["writes"]["bytes"] for s in sockets(load_traces(out)[pid], "client")) == rounds
 
 
 def test_a_child_forked_inside_a_hook_sends_what_its_policy_holds_at_exit(tmp_path):
@@ -320,18 +327,9 @@ def test_a_child_forked_inside_a_hook_sends_what_its_policy_holds_at_exit(tmp_pa
     (the section it went on with found the table's memory zeroed by the fork). Every child's bytes arrive."""
     env, traces = policy_env(tmp_path, "{coalesce: {adaptive: false}}")
     for run_env in (env, None):
-        program = subprocess.Popen([prog("sigfork"), "write"], env=run_env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
-        try:
-            stdout, stderr = program.communicate(timeout=60)
-        finally:
-            program.kill()
-        assert program.returncode == 0, stderr
-        done, rounds, _, forks, _, lost = stdout.split()
-        assert done == "done" and int(rounds) > 100 and int(forks) > 100, stdout
-        assert int(lost) == 0, stdout
-        assert "tcpadvise: warning" not in stderr
+        pid, _, lost = run_sigfork(run_env, "write")
+        assert lost == 0
         if run_env is not None:
             # The parent's trace alone: the children's, a thousand and more, take a minute to read.
-            parent = json.loads((traces / f"sigfork.{program.pid}.json").read_text())
+            parent = json.loads((traces / f"sigfork.{pid}.json").read_text())
             assert sum(s["policy"]["counters"]["bytes_held"] for s in sockets(parent, "client")) > 0
