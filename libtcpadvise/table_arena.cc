@@ -34,7 +34,7 @@ void* TableArena::Alloc(size_t size, size_t align) {
     // it then copies one page.
     if (size <= kPage && (start & (kPage - 1)) + size > kPage) start = (start + kPage - 1) & ~(kPage - 1);
     if (start + size > end || start + size < start) return nullptr;
-  } while (!next.compare_exchange_weak(at, start + size, std::memory_order_relaxed, std::memory_order_acquire));
+  } while (!next.compare_exchange_weak(at, start + size, std::memory_order_acquire, std::memory_order_acquire));
   return reinterpret_cast<void*>(start);
 }
 
