@@ -76,8 +76,13 @@ int CopyHeldSet(PolicyState** copy) {
   return n;
 }
 
-void ClearHeldSetInChild(void (*drop)(PolicyState*)) {
+void ClearHeldSetInChild(void (*drop)(PolicyState*), pid_t tid) {
   if (!g_set_used.load(std::memory_order_relaxed)) return;
+  // glibc records a mutex's owner: the forking thread's id in the parent.
+  if (tid != 0 && g_set_lock.__data.__lock != 0 && g_set_lock.__data.__owner == tid) {
+    for (int i = 0; i < g_held_set_size; ++i) drop(g_held_set[i]);
+    return;
+  }
   pthread_mutex_init(&g_set_lock, nullptr);
   for (int i = 0; i < g_held_set_size; ++i) {
     drop(g_held_set[i]);

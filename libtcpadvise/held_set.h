@@ -6,6 +6,7 @@
 #define TCPADVISE_HELD_SET_H_
 
 #include <pthread.h>
+#include <sys/types.h>
 
 #include <atomic>
 
@@ -49,8 +50,12 @@ void RemoveFromHeldSet(PolicyState* p);
 int CopyHeldSet(PolicyState** copy);
 
 // ClearHeldSetInChild empties the set in a fork child, calling drop(p) for
-// each member first; the parent sends what they hold.
-void ClearHeldSetInChild(void (*drop)(PolicyState*));
+// each member first; the parent sends what they hold. In the child of a
+// fork from a signal handler that interrupted the set's own code in the
+// forking thread (tid, its id in the parent; that code goes on when the
+// handler returns), the set stays as it is and only drop(p) is called:
+// each member leaves it once found empty.
+void ClearHeldSetInChild(void (*drop)(PolicyState*), pid_t tid = 0);
 
 // LockShared and UnlockShared take a lock shared by all sockets, marking the
 // thread as inside the shim (InterruptedShim) meanwhile.

@@ -294,6 +294,10 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
     PolicyFailOpen("out of memory for a policy's state");
     return;
   }
+  // A reused state is out of the held set, unless a fork cut its removal
+  // in another thread (a fork from inside the shim): it still reads in,
+  // and its new socket's bytes would never be released but by its own calls.
+  if (p->in_held_set) RemoveFromHeldSet(p);
   p->settings = &settings;
   p->socket = s;
   p->fd.store(fd, std::memory_order_relaxed);
@@ -500,13 +504,13 @@ void PolicyFdClosed(SocketState* s, int closed_fd, int other_fd) {
   p->fd.compare_exchange_strong(expected, other_fd, std::memory_order_relaxed);
 }
 
-void DropHeldInChild() {
+void DropHeldInChild(pid_t forking_tid) {
   ClearHeldSetInChild([](PolicyState* p) {
     p->held.store(0, std::memory_order_relaxed);
     p->overflow_length.store(0, std::memory_order_relaxed);
     p->overflow_ready.store(0, std::memory_order_relaxed);
     p->overflow_drained = 0;
-  });
+  }, forking_tid);
   ResetDeadlineThreadInChild();
 }
 

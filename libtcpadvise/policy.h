@@ -147,7 +147,9 @@ void FreeOtherThreadsTurnInChild(PolicyState* p);
 
 // DropHeldInChild forgets, in a fork child, the bytes the parent holds (the
 // parent sends them) so they are never sent twice.
-void DropHeldInChild();
+// forking_tid: the fork came from a signal handler inside the shim, on the
+// thread of that id in the parent (held_set.h: ClearHeldSetInChild).
+void DropHeldInChild(pid_t forking_tid = 0);
 
 // PolicyBeforeBypass sends what fd's socket holds before a call the shim
 // cannot order after held bytes (a raw syscall write, splice, stdio) and,

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <thread>
@@ -330,6 +331,30 @@ TEST(PolicyTest, TheLockFreePassCountsAsPolicyWriteDoes) {
     EXPECT_GT(BurstsPassed(arms[0]->socket), 100u);
     for (PolicyFixture* f : arms) EXPECT_EQ(f->pair.ReadAvailable(), sent);
   }
+}
+
+// A fork from a signal handler inside the shim can cut another thread's
+// removal of a state from the held set (the deadline thread's, after a
+// flush): in the child the state reads as in the set without being there.
+// A socket that reuses it holds in the set again, so that a release finds
+// its bytes (sigfork write lost a child's bytes about once in 50,000 forks).
+TEST(PolicyTest, AReusedStateThatReadsAsHeldJoinsTheSetAgain) {
+  g_table.Init();
+  TcpPair pair;
+  SocketState* s = g_table.Track(pair.client, SocketIdentity{});
+  ASSERT_NE(s, nullptr);
+  PolicyState* stale = new PolicyState;
+  stale->in_held_set = true;
+  s->policy_state = stale;
+  AttachPolicy(pair.client, s, nullptr);
+  ASSERT_EQ(s->policy_state, stale);
+  EXPECT_FALSE(stale->in_held_set);
+  ASSERT_TRUE(AddToHeldSet(stale));
+  PolicyState* copy[kMaxHeldSockets];
+  const int n = CopyHeldSet(copy);
+  EXPECT_NE(std::find(copy, copy + n, stale), copy + n);
+  RemoveFromHeldSet(stale);
+  g_table.Release(pair.client);
 }
 
 // kRecords records of 8 bytes (writer, sequence) from each of two threads

@@ -140,7 +140,7 @@ void AfterForkInChild() {
     g_runtime.settings.interval_s = 0;
     g_armed.store(false, std::memory_order_relaxed);
     g_next_snapshot_tick.store(UINT64_MAX, std::memory_order_relaxed);
-    DropHeldInChild();
+    DropHeldInChild(t_fork_inside_shim_tid);
     CallSitesAfterForkInsideShim();
     return;
   }
