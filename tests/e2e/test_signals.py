@@ -263,7 +263,10 @@ def test_stop_signal_inside_the_shim_still_ends_the_process_with_its_trace(tmp_p
         clients = [s for s in sockets(trace, "client") if s["used"]]
         servers = [s for s in sockets(trace, "server") if s["used"]]
         written = sum(s["writes"]["bytes"] for s in clients)
-        assert written > 0 and sum(s["writes"]["calls"] for s in clients) == written
+        # A signal outside the shim's sections writes the trace at once: one that lands inside a
+        # write's own counts (its call counted, its bytes not yet) leaves that write one call ahead
+        # (CI's ASan run, session 18: 3,692 calls, 3,691 bytes).
+        assert written > 0 and sum(s["writes"]["calls"] for s in clients) - written in (0, 1)
         # At most the last connection's byte is in flight when the signal lands.
         assert written - 1 <= sum(s["reads"]["bytes"] for s in servers) <= written
 
