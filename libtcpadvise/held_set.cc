@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include "process_page.h"
 #include "reentry.h"
 
 namespace tcpadvise {
@@ -78,8 +79,7 @@ int CopyHeldSet(PolicyState** copy) {
 
 void ClearHeldSetInChild(void (*drop)(PolicyState*), pid_t tid) {
   if (!g_set_used.load(std::memory_order_relaxed)) return;
-  // glibc records a mutex's owner: the forking thread's id in the parent.
-  if (tid != 0 && g_set_lock.__data.__lock != 0 && g_set_lock.__data.__owner == tid) {
+  if (tid != 0 && HeldByThread(g_set_lock, tid)) {
     for (int i = 0; i < g_held_set_size; ++i) drop(g_held_set[i]);
     return;
   }

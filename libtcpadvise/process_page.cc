@@ -14,10 +14,9 @@ namespace {
 std::atomic<bool> g_page_wiped{false};
 
 // ReleaseUnlessHeldBy frees a mutex that a thread other than tid (a parent's
-// thread id) held when the process forked: that thread is gone in the
-// child. glibc records a mutex's owner for every kind of mutex.
+// thread id) held when the process forked: that thread is gone in the child.
 void ReleaseUnlessHeldBy(pthread_mutex_t* m, pid_t tid) {
-  if (m->__data.__lock != 0 && m->__data.__owner != tid) *m = PTHREAD_MUTEX_INITIALIZER;
+  if (m->__data.__lock != 0 && !HeldByThread(*m, tid)) *m = PTHREAD_MUTEX_INITIALIZER;
 }
 
 // TokenOf mixes a pid and a start time: a process and the fork ancestor

@@ -103,6 +103,11 @@ void WipeAgainAfterFork(std::atomic<bool>* wiped, bool kept, void* start, size_t
 bool KeepProcessPageOnFork();
 void WipeProcessPageAgainAfterFork(bool kept);
 
+// HeldByThread tells whether thread tid holds m: glibc records a mutex's
+// owner for every kind of mutex (in a fork child, the owner's id in the
+// parent).
+inline bool HeldByThread(const pthread_mutex_t& m, pid_t tid) { return m.__data.__lock != 0 && m.__data.__owner == tid; }
+
 // ReleaseOtherThreadsLocksInChild, in the child of such a fork, frees the
 // page's locks that a thread other than tid (the forking thread's id in
 // the parent) held: only the forking thread lives on in the child, and it
