@@ -19,19 +19,19 @@ void ReleaseUnlessHeldBy(pthread_mutex_t* m, pid_t tid) {
   if (m->__data.__lock != 0 && !HeldByThread(*m, tid)) *m = PTHREAD_MUTEX_INITIALIZER;
 }
 
-// TokenOf mixes a pid and a start time: a process and the fork ancestor
-// whose memory it inherited never share both.
-uint64_t TokenOf(int pid, uint64_t start_ns) {
-  uint64_t h = (start_ns ^ static_cast<uint64_t>(static_cast<unsigned>(pid)) << 32) * 0x9e3779b97f4a7c15ull;
+// TokenOf mixes a pid and a start (a time, or a fork child's tick count): a
+// process and the fork ancestor whose memory it inherited never share both.
+uint64_t TokenOf(int pid, uint64_t start) {
+  uint64_t h = (start ^ static_cast<uint64_t>(static_cast<unsigned>(pid)) << 32) * 0x9e3779b97f4a7c15ull;
   h ^= h >> 29;
   return h | 1;  // never 0, a child's token before its handler ran
 }
 
 }  // namespace
 
-void StartProcessPage(int pid, uint64_t start_ns) {
+void StartProcessPage(int pid, uint64_t start) {
   static_assert(sizeof(ProcessPage) == 4096, "one page");
-  g_process_page.token = TokenOf(pid, start_ns);
+  g_process_page.token = TokenOf(pid, start);
 }
 
 void WipeProcessPageOnFork() {
@@ -66,11 +66,11 @@ void ReleaseOtherThreadsLocksInChild(pid_t tid) {
   ReleaseUnlessHeldBy(&g_process_page.heap_start, tid);
 }
 
-void ResetProcessPageInChild(int pid, uint64_t start_ns) {
+void ResetProcessPageInChild(int pid, uint64_t start) {
   if (!g_page_wiped.load(std::memory_order_acquire)) {
     memset(static_cast<void*>(&g_process_page), 0, sizeof(g_process_page));
   }
-  g_process_page.token = TokenOf(pid, start_ns);
+  g_process_page.token = TokenOf(pid, start);
 }
 
 }  // namespace tcpadvise

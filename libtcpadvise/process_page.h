@@ -74,7 +74,7 @@ static_assert(sizeof(ProcessPage) == 4096, "ProcessPage outgrew its page");
 extern ProcessPage g_process_page;
 
 // StartProcessPage gives the process its token; called once at start-up.
-void StartProcessPage(int pid, uint64_t start_ns);
+void StartProcessPage(int pid, uint64_t start);
 
 // WipeProcessPageOnFork asks the kernel to zero the page in every fork
 // child, from the first tracked socket on (a process that tracks none makes
@@ -115,8 +115,9 @@ inline bool HeldByThread(const pthread_mutex_t& m, pid_t tid) { return m.__data.
 void ReleaseOtherThreadsLocksInChild(pid_t tid);
 
 // ResetProcessPageInChild runs first in a fork child's handler: the page is
-// zero (by the kernel, or here), and the child's token is set.
-void ResetProcessPageInChild(int pid, uint64_t start_ns);
+// zero (by the kernel, or here), and the child's token is set (from its pid
+// and its start: a time, or a tick count).
+void ResetProcessPageInChild(int pid, uint64_t start);
 
 // ProcessToken is this process's token: a socket entry tracked under another
 // one was inherited through fork (SocketState::owner).

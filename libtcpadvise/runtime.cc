@@ -144,10 +144,11 @@ void AfterForkInChild() {
     CallSitesAfterForkInsideShim();
     return;
   }
-  g_runtime.start_unix_ns = RealtimeNs();
+  g_runtime.start_ticks = ReadTicks();
+  g_runtime.start_unix_ns = 0;
   g_runtime.ppid = g_runtime.pid;
   g_runtime.pid = getpid();
-  ResetProcessPageInChild(g_runtime.pid, g_runtime.start_unix_ns);
+  ResetProcessPageInChild(g_runtime.pid, g_runtime.start_ticks);
   PrivateHeapAfterForkInChild();
   DropHeldInChild();
   g_table.ResetInChild();
@@ -293,6 +294,16 @@ void RuntimeStart() {
   pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
   g_active.store(true, std::memory_order_release);
   StartSignalWatch();
+}
+
+uint64_t StartUnixNs() {
+  if (g_runtime.start_unix_ns == 0) {
+    const double ns_per_tick = 1e9 / g_runtime.tick_rate.TicksPerSecond();
+    const uint64_t now = RealtimeNs();
+    const uint64_t since = static_cast<uint64_t>(static_cast<double>(ReadTicks() - g_runtime.start_ticks) * ns_per_tick);
+    g_runtime.start_unix_ns = since < now ? now - since : now;
+  }
+  return g_runtime.start_unix_ns;
 }
 
 void RuntimeStop() {

@@ -36,7 +36,12 @@ struct RuntimeState {
   // What a fork child writes comes first, in the page the shim's other state
   // a child writes shares (preload/child_layout.ld): a child copies one page
   // of the shim's data where it copied four.
+  // A fork child's start is its tick count (start_ticks); its wall-clock
+  // start is worked out from it when a trace first needs it (StartUnixNs):
+  // the child's handler then calls no clock_gettime, whose page of libc and
+  // the vDSO's a child otherwise faults in only for it.
   uint64_t start_unix_ns = 0;
+  uint64_t start_ticks = 0;
   // The process the state belongs to (set again in a fork child): a vfork
   // child, which shares the memory, has another pid.
   int pid = 0;
@@ -84,6 +89,10 @@ ChildTraceSampling ParseChildTraceSampling(const char* first, const char* every,
 // shim stays inert (every call passes through) in setuid processes or when
 // the table cannot be set up.
 void RuntimeStart();
+
+// StartUnixNs is the process's start in nanoseconds since the epoch; a fork
+// child's is worked out from its start's tick count on first use.
+uint64_t StartUnixNs();
 
 // RuntimeStop flushes what the policies hold and writes the final trace
 // (exit, or a fatal signal: signals.h); nothing when the process never

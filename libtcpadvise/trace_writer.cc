@@ -448,7 +448,7 @@ bool WriteAll(int fd, const char* data, size_t size) {
 // for this name alone.
 uint64_t NameNonce(pid_t pid) {
   if (g_runtime.name_key_drawn) {
-    const uint64_t words[3] = {static_cast<uint64_t>(static_cast<unsigned>(pid)), g_runtime.start_unix_ns,
+    const uint64_t words[3] = {static_cast<uint64_t>(static_cast<unsigned>(pid)), StartUnixNs(),
                                g_process_page.trace_names++};
     return SipHash24(g_runtime.name_key, words, 3);
   }
@@ -600,7 +600,7 @@ bool SerializeTrace(JsonWriter* w, bool final, uint32_t represents) {
   w->Key("ppid");
   w->Int(g_runtime.ppid != 0 ? g_runtime.ppid : getppid());
   w->Key("start_unix_ns");
-  w->Uint(g_runtime.start_unix_ns);
+  w->Uint(StartUnixNs());
   w->Key("written_unix_ns");
   w->Uint(RealtimeNs());
   w->Key("final");

@@ -73,6 +73,10 @@ def test_a_services_children_of_one_connection_write_a_sample_that_stands_for_th
     traces = load_traces(out)
     children = sorted((t for t in traces.values() if t["ppid"] == parent), key=lambda t: t["start_unix_ns"])
     assert len(children) == 18 and len(traces) == 19
+    # A child's start is worked out from its tick count when its trace is written (no clock_gettime in
+    # its fork handler): after its parent's, before its own trace.
+    (parent_trace,) = (t for t in traces.values() if t["pid"] == parent)
+    assert all(parent_trace["start_unix_ns"] < t["start_unix_ns"] <= t["written_unix_ns"] for t in children)
     assert [t.get("represents", 1) for t in children] == [1] * 16 + [16, 16]
     # Each wrote the bytes of its own index: the sampled ones are the 32nd and the 48th.
     sent = [sum(s["writes"]["bytes"] for s in sockets(t, "client")) for t in children]
