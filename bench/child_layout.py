@@ -62,8 +62,10 @@ HEADER = """\
    crtbeginS.o's .text (the destructors the exit runs) and .fini (_fini,
    DT_FINI): after the functions, they were a second window. Those a
    one-write server (redis, nginx, memcached) runs on every request come
-   last of the child's, followed by the rest of the server's: a request's
-   text is one stretch. The rest of the text follows in the same output section, as the default
+   last of every child's, followed by the rest of the server's: a request's
+   text is one stretch. Then the functions only some children run (the
+   sampled ones' traces, 1 in 16): among every child's, they pushed its
+   functions over a 64 KiB boundary (a second window). The rest of the text follows in the same output section, as the default
    script would place it, whose own .text is then empty and dropped: tools
    that symbolize only the section .text (valgrind's callgrind, which
    bench/server_instructions.py reads) see every function. From callgrind runs under observe, cork and coalesce; a name that no
@@ -226,7 +228,9 @@ def section_pattern(name: str) -> str:
 _STRUCTOR = re.compile(r"([CD])[12](E)")
 
 
-def backend_functions(shim: Path, arm: str, connections: int, scratch: Path) -> set[str]:
+def backend_functions(shim: Path, arm: str, connections: int, scratch: Path) -> tuple[collections.Counter, int]:
+    """The shim's functions the last backends of `pgbench -C -S` ran under the arm: in how many of them
+    each ran, and how many backends were read."""
     server = next(s for s in S.SERVERS if s.name == "postgres")
     directory = S._prepared(server, scratch)
     out = Path(tempfile.mkdtemp(prefix="callgrind-", dir=scratch))
@@ -255,10 +259,10 @@ def backend_functions(shim: Path, arm: str, connections: int, scratch: Path) -> 
     backends = [dump for dump in dumps if "PostgresMain" in dump.read_text(errors="replace")][-10:]
     if len(backends) < 5:
         raise RuntimeError(f"{arm}: {len(backends)} backend dumps in {out}")
-    found = set()
+    found: collections.Counter = collections.Counter()
     for dump in backends:
-        found |= set(shim_functions(dump, shim))
-    return found
+        found.update(set(shim_functions(dump, shim)))
+    return found, len(backends)
 
 
 def request_functions(shim: Path, server_name: str, arm: str, scratch: Path) -> collections.Counter:
@@ -281,7 +285,8 @@ def main() -> int:
     parser.add_argument("-o", "--output", type=Path, default=Path("preload/child_layout.ld"))
     args = parser.parse_args()
     symbols = shim_symbols(args.shim)
-    names: set[str] = set()
+    ran: collections.Counter = collections.Counter()  # in how many backends each function ran
+    backends = 0
     # A server's functions, in the order of REQUEST_SERVERS, each one's costliest first; a function
     # two servers run goes with the first.
     hot: dict[str, None] = {}
@@ -295,20 +300,24 @@ def main() -> int:
             print(f"{server}: {len(found)} functions at {args.threshold:g}+ instructions a request", file=sys.stderr)
             hot.update(dict.fromkeys(found))
         for arm in ("observe", *ADAPTIVE):
-            found = backend_functions(args.shim.resolve(), arm, args.connections, Path(scratch))
-            print(f"{arm}: {len(found)} functions", file=sys.stderr)
-            names |= found
+            found, read = backend_functions(args.shim.resolve(), arm, args.connections, Path(scratch))
+            print(f"{arm}: {len(found)} functions in {read} backends", file=sys.stderr)
+            ran.update(found)
+            backends += read
     # Callgrind names by its address the code it reads no symbol for (crtstuff's static functions).
-    # The child's functions a server does not run on each request first, then those it does, then the
-    # rest of the servers' functions: the child's are as many bytes, side by side, as without the
-    # servers' (the servers' ahead of them pushed the child's over a 64 KiB boundary: one fault more
-    # a backend), and each server's request runs one stretch of text.
-    child = names & symbols
-    sections = [*sorted(child - set(hot)), *(name for name in hot if name in child),
-                *(name for name in hot if name not in child)]
+    # The functions every child runs (at least half the backends read) that a server does not run on
+    # each request first, then the child's that it does, then the rest of the servers' functions, then
+    # what only some children run (the sampled ones' traces): every child's functions and a request's
+    # are one stretch, within the window the child faults in first (with the servers' ahead of them,
+    # or the traces' among them, they crossed a 64 KiB boundary: one fault more a backend).
+    child = set(ran) & symbols
+    every = {name for name in child if 2 * ran[name] >= backends}
+    sections = [*sorted(every - set(hot)), *(name for name in hot if name in child),
+                *(name for name in hot if name not in child), *sorted(child - every - set(hot))]
     body = "".join(f"    *(.text.{pattern} .text.exit.{pattern})\n" for pattern in map(section_pattern, sections))
     args.output.write_text(HEADER + body + FOOTER)
-    print(f"{len(child)} of the child's + {len(set(hot) - child)} of the servers' functions -> {args.output}", file=sys.stderr)
+    print(f"{len(every)} functions of every child's, {len(child - every)} of some, + {len(set(hot) - child)} of the "
+          f"servers' -> {args.output}", file=sys.stderr)
     return 0
 
 
