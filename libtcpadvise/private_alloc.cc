@@ -84,10 +84,10 @@ inline void EnterHeap() {
 }
 
 // kWarmSizes are what a forked child of a server under a policy allocates
-// first: its connection's policy state (128 B: policy_state.h) and policy
-// counters (192 B: socket_state.h). The socket table's entries and their
-// statistics' tables come from its arena (TableAlloc), not from the heap.
-constexpr size_t kWarmSizes[] = {128, 192};
+// first: its connection's policy state (128 B: policy_state.h). The socket
+// table's entries, their statistics' tables and their policy counters come
+// from its arena (TableAlloc), not from the heap.
+constexpr size_t kWarmSizes[] = {128};
 
 // WarmThreadCache allocates and frees one block of each of kWarmSizes, so
 // that this thread's jemalloc cache holds some of each when it forks: the

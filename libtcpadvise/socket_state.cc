@@ -147,11 +147,13 @@ void SocketStats::MergeFrom(const SocketStats& o) {
 PolicyCounters* SocketStats::MakePolicyCounters() {
   PolicyCounters* current = policy_counters_.load(std::memory_order_acquire);
   if (current != nullptr || t_in_private_heap) return current;
-  PolicyCounters* fresh = PrivateNew<PolicyCounters>();
+  // From the table's arena, as the entry's other parts: a rule that only
+  // observes or sets options (no policy state) never starts the private heap.
+  PolicyCounters* fresh = TableNew<PolicyCounters>();
   if (fresh == nullptr) return nullptr;
   if (!policy_counters_.compare_exchange_strong(current, fresh, std::memory_order_acq_rel,
                                                 std::memory_order_acquire)) {
-    PrivateFree(fresh);  // never published: nobody else can see it
+    TableFree(fresh);  // never published: nobody else can see it
     return current;
   }
   return fresh;

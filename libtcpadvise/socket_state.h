@@ -137,7 +137,6 @@ struct PolicyCounters {
   // fork child resets only counters that hold something).
   bool Empty() const;
 };
-static_assert(sizeof(PolicyCounters) <= 192, "PolicyCounters outgrew the size class the heap warms (private_alloc.cc)");
 
 struct PolicyState;
 

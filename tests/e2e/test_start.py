@@ -121,17 +121,18 @@ def test_a_process_without_sockets_makes_none_of_the_deferred_system_calls(tmp_p
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
 @pytest.mark.skipif(bool(os.environ.get("TCPADVISE_PRELOAD_FIRST")),
                     reason="a sanitizer's runtime makes system calls of its own at start")
-@pytest.mark.parametrize("arm", ["observe", "policy"])
+@pytest.mark.parametrize("arm", ["no config", "observe", "nodelay", "cork"])
 def test_the_first_socket_a_policy_acts_on_sets_the_heap_up_and_the_trace_is_written(tmp_path, arm):
-    """Under observe the heap is never set up: the socket table's slots, entries and their statistics'
-    tables come from an arena of their own (a fork server's parent then writes none of jemalloc's pages,
-    which every fork would copy). A policy's state per socket comes from the heap."""
+    """Observed, or under a rule that only sets options, the heap is never set up: the socket table's
+    slots, entries, their statistics' tables and a rule's counters come from an arena of their own (a
+    fork server's parent then writes none of jemalloc's pages, which every fork would copy). A holding
+    policy's state per socket comes from the heap."""
     out = tmp_path / "out"
     out.mkdir()
-    env = shim_env(out, **({"TCPADVISE_CONFIG": str(resolve_policy("cork", out))} if arm == "policy" else {}))
+    env = shim_env(out, **({"TCPADVISE_CONFIG": str(resolve_policy(arm, out))} if arm != "no config" else {}))
     calls = system_calls(tmp_path, [sys.executable, "-c", SOCKET_PROGRAM, str(tmp_path / "maps")], env)
     first_socket = calls.index("socket(AF_INET")
-    if arm == "observe":
+    if arm != "cork":
         assert "/etc/malloc.conf" not in calls
     else:
         assert calls.index("/etc/malloc.conf") > first_socket  # the heap was set up, after the first socket
