@@ -41,9 +41,10 @@ void SocketTable::Init() {
 // (private_alloc.h: TableStart; zeroed, untouched pages, not a memset), and
 // has Local wiped in fork children; the mutex is held.
 bool SocketTable::StartWithFirstSocket() {
-  if (slots_ == nullptr) {
-    slots_ = static_cast<std::atomic<SocketState*>*>(TableStart(capacity_ * sizeof(slots_[0])));
-    if (slots_ == nullptr) return false;
+  if (slots_end_ == nullptr) {
+    auto* slots = static_cast<std::atomic<SocketState*>*>(TableStart(capacity_ * sizeof(slots_end_[0])));
+    if (slots == nullptr) return false;
+    slots_end_ = slots + capacity_;
     size_.store(capacity_, std::memory_order_release);
   }
   local_wiped_.store(madvise(&local_, sizeof(Local), MADV_WIPEONFORK) == 0, std::memory_order_relaxed);
@@ -70,9 +71,9 @@ SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {
     Unlock();
     return nullptr;
   }
-  SocketState* stale = slots_[index].load(std::memory_order_relaxed);
+  SocketState* stale = Slot(index).load(std::memory_order_relaxed);
   if (stale != nullptr) {  // the app closed it behind our back
-    slots_[index].store(nullptr, std::memory_order_release);
+    Slot(index).store(nullptr, std::memory_order_release);
     Retire(fd, stale, false, EBADF);
   }
   SocketState* s = NewEntry();
@@ -84,7 +85,7 @@ SocketState* SocketTable::Track(int fd, const SocketIdentity& id) {
     s->opened_ticks = ReadTicks();
     if (index > max_tracked_fd_.load(std::memory_order_relaxed)) max_tracked_fd_.store(index, std::memory_order_relaxed);
   }
-  slots_[index].store(s, std::memory_order_release);
+  Slot(index).store(s, std::memory_order_release);
   Unlock();
   return s;
 }
@@ -94,15 +95,15 @@ void SocketTable::Alias(int new_fd, SocketState* entry) {
   if (index >= size_.load(std::memory_order_relaxed)) return;
   if (Reentered()) return;
   Lock();
-  SocketState* old = slots_[index].load(std::memory_order_relaxed);
+  SocketState* old = Slot(index).load(std::memory_order_relaxed);
   if (old != entry) {
     if (old != nullptr) {
-      slots_[index].store(nullptr, std::memory_order_release);
+      Slot(index).store(nullptr, std::memory_order_release);
       Retire(new_fd, old, false, EBADF);
     }
     ++entry->refs;
     if (index > max_tracked_fd_.load(std::memory_order_relaxed)) max_tracked_fd_.store(index, std::memory_order_relaxed);
-    slots_[index].store(entry, std::memory_order_release);
+    Slot(index).store(entry, std::memory_order_release);
   }
   Unlock();
 }
@@ -112,9 +113,9 @@ void SocketTable::Forget(int fd, bool fd_is_live, int gone_errno) {
   if (index >= size_.load(std::memory_order_relaxed)) return;
   if (Reentered()) return;
   Lock();
-  SocketState* s = slots_[index].load(std::memory_order_relaxed);
+  SocketState* s = Slot(index).load(std::memory_order_relaxed);
   if (s != nullptr) {
-    slots_[index].store(nullptr, std::memory_order_release);
+    Slot(index).store(nullptr, std::memory_order_release);
     Retire(fd, s, fd_is_live, gone_errno);
   }
   Unlock();
@@ -191,7 +192,7 @@ void SocketTable::Retire(int fd, SocketState* s, bool fd_is_live, int gone_errno
 int SocketTable::OtherFdOf(const SocketState* s) const {
   const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed) + 1;
   for (unsigned fd = 0; fd < end; ++fd) {
-    if (slots_[fd].load(std::memory_order_relaxed) == s) return static_cast<int>(fd);
+    if (Slot(fd).load(std::memory_order_relaxed) == s) return static_cast<int>(fd);
   }
   return -1;
 }
@@ -256,8 +257,8 @@ void SocketTable::ResetInChild() {
   // page's, free in the child.
   t_shim_depth = 0;
   const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed) + 1;
-  for (unsigned fd = 0; fd < end && slots_ != nullptr; ++fd) {
-    SocketState* s = slots_[fd].load(std::memory_order_relaxed);
+  for (unsigned fd = 0; fd < end && slots_end_ != nullptr; ++fd) {
+    SocketState* s = Slot(fd).load(std::memory_order_relaxed);
     if (s == nullptr) continue;
     if (Recorded(s->stats)) {
       s->stats.Reset();

@@ -8,6 +8,7 @@
 #define TCPADVISE_SOCKET_TABLE_H_
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <atomic>
@@ -36,7 +37,7 @@ class SocketTable {
   SocketState* Lookup(int fd) const {
     const unsigned index = static_cast<unsigned>(fd);
     if (index >= size_.load(std::memory_order_acquire)) return nullptr;
-    return slots_[index].load(std::memory_order_acquire);
+    return Slot(index).load(std::memory_order_acquire);
   }
 
   // SocketTable::MaxTrackedFd is the highest fd ever tracked.
@@ -158,9 +159,14 @@ class SocketTable {
   SocketState* NewGroupEntry();
   bool StartWithFirstSocket();
 
+  // Slot is fd's slot. The slots run down from slots_end_, the lowest fds'
+  // last, where they share a page with the table's first entries
+  // (table_arena.h).
+  std::atomic<SocketState*>& Slot(unsigned index) const { return slots_end_[-1 - static_cast<ptrdiff_t>(index)]; }
+
   unsigned capacity_ = 0;                   // fds the table may hold (Init)
   std::atomic<unsigned> size_{0};           // fds it holds: 0 until the slots exist
-  std::atomic<SocketState*>* slots_ = nullptr;
+  std::atomic<SocketState*>* slots_end_ = nullptr;
   std::atomic<unsigned> max_tracked_fd_{0};
   bool local_started_ = false;  // Local is in use (the first socket came)
   std::atomic<bool> local_wiped_{false};  // and the kernel wipes it in fork children
@@ -170,13 +176,13 @@ class SocketTable {
 template <typename Fn>
 void SocketTable::ForEachLive(Fn fn) {
   const unsigned end = max_tracked_fd_.load(std::memory_order_relaxed) + 1;
-  for (unsigned fd = 0; fd < end && slots_ != nullptr; ++fd) {
-    SocketState* s = slots_[fd].load(std::memory_order_relaxed);
+  for (unsigned fd = 0; fd < end && slots_end_ != nullptr; ++fd) {
+    SocketState* s = Slot(fd).load(std::memory_order_relaxed);
     if (s == nullptr) continue;
     // A dup'd socket is visited at its lowest fd only.
     bool seen = false;
     for (unsigned other = 0; other < fd && s->refs > 1 && !seen; ++other) {
-      seen = slots_[other].load(std::memory_order_relaxed) == s;
+      seen = Slot(other).load(std::memory_order_relaxed) == s;
     }
     if (!seen) fn(static_cast<int>(fd), s);
   }

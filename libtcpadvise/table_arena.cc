@@ -8,23 +8,24 @@ namespace tcpadvise {
 void* TableArena::Reserve(size_t slots_bytes, size_t objects_bytes) {
   if (end_ != 0) return nullptr;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const size_t slots_room = (slots_bytes + page - 1) & ~(page - 1);
-  void* map = mmap(nullptr, slots_room + objects_bytes, PROT_READ | PROT_WRITE,
+  // Whole pages of slots, then the page the last kSlotsTail bytes share with the first entries.
+  const size_t whole = slots_bytes > kSlotsTail ? (slots_bytes - kSlotsTail + page - 1) & ~(page - 1) : 0;
+  void* map = mmap(nullptr, whole + kSlotsTail + objects_bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return nullptr;
-  objects_ = reinterpret_cast<uintptr_t>(map) + slots_room;
-  middle_ = objects_ + ((objects_bytes / 2) & ~(page - 1));
+  objects_ = reinterpret_cast<uintptr_t>(map) + whole + kSlotsTail;
+  middle_ = (objects_ + objects_bytes / 2) & ~(page - 1);
   end_ = objects_ + objects_bytes;
-  next_[0].store(objects_, std::memory_order_release);
-  next_[1].store(middle_, std::memory_order_release);
-  return map;
+  next_[0].store(middle_, std::memory_order_release);
+  next_[1].store(objects_, std::memory_order_release);
+  return reinterpret_cast<void*>(objects_ - slots_bytes);
 }
 
 void* TableArena::Alloc(size_t size, size_t align) {
   constexpr uintptr_t kPage = 4096;
   const bool large = size >= kLargeBlock;
   std::atomic<uintptr_t>& next = next_[large];
-  const uintptr_t end = large ? end_ : middle_;
+  const uintptr_t end = large ? middle_ : end_;
   uintptr_t at = next.load(std::memory_order_acquire);
   uintptr_t start;
   do {
