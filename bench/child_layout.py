@@ -106,6 +106,10 @@ SECTIONS
     *(.bss._ZN9tcpadvise12_GLOBAL__N_113g_table_arenaE)
     *(.data._ZN9tcpadvise20g_next_snapshot_tickE)
     *(.data._ZN9tcpadvise9g_runtimeE)
+    /* The end of the file's data: the zeroed data's mapping starts on the
+       next page, and ends where its wiped part starts (process_page.h:
+       AvoidHugePagesInZeroedData). */
+    tcpadvise_zeroed_start = .;
   }
 }
 INSERT AFTER .data;
@@ -118,6 +122,7 @@ SECTIONS
      and exit of the process copies and tears down. */
   .bss.tcpadvise_process_page (NOLOAD) :
   {
+    tcpadvise_zeroed_end = .;
     *(.bss._ZN9tcpadvise11SocketTable6local_E)
     *(.bss._ZN9tcpadvise14g_process_pageE)
   }

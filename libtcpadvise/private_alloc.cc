@@ -210,9 +210,11 @@ extern "C" int tcpadvise_jemalloc_atfork(void (*prepare)(), void (*parent)(), vo
 // (libtcpadvise/CMakeLists.txt), never called, so that the shim does not load
 // libm into every process. Its background threads stay off too: they would
 // enter the heap unseen by g_heap_users, and a fork must then run
-// jemalloc's fork handlers.
+// jemalloc's fork handlers. Nor does it take huge pages where the kernel
+// would give them unasked (transparent_hugepage "always": its first extent
+// 4 MiB of memory, each fork child's write a huge page split).
 extern "C" {
-const char* malloc_conf_2_conf_harder = "prof:false,background_thread:false";
+const char* malloc_conf_2_conf_harder = "prof:false,background_thread:false,thp:never";
 double tcpadvise_jemalloc_exp(double) { __builtin_trap(); }
 double tcpadvise_jemalloc_log(double) { __builtin_trap(); }
 double tcpadvise_jemalloc_round(double) { __builtin_trap(); }

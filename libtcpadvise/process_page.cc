@@ -1,7 +1,16 @@
 #include "process_page.h"
 
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+// The ends of the shim's zeroed data before its wiped part, set by
+// preload/child_layout.ld (weak: a build without it has neither).
+extern "C" {
+[[gnu::weak, gnu::visibility("hidden")]] extern char tcpadvise_zeroed_start[];
+[[gnu::weak, gnu::visibility("hidden")]] extern char tcpadvise_zeroed_end[];
+}
 
 namespace tcpadvise {
 
@@ -32,6 +41,15 @@ uint64_t TokenOf(int pid, uint64_t start) {
 void StartProcessPage(int pid, uint64_t start) {
   static_assert(sizeof(ProcessPage) == 4096, "one page");
   g_process_page.token = TokenOf(pid, start);
+}
+
+void AvoidHugePagesInZeroedData() {
+  if (tcpadvise_zeroed_start == nullptr || tcpadvise_zeroed_end == nullptr) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  // The loader maps the zeroed data from the page after the file's last one.
+  const uintptr_t start = (reinterpret_cast<uintptr_t>(tcpadvise_zeroed_start) + page - 1) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(tcpadvise_zeroed_end);
+  if (end > start) madvise(reinterpret_cast<void*>(start), end - start, MADV_NOHUGEPAGE);
 }
 
 void WipeProcessPageOnFork() {

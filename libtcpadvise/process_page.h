@@ -76,6 +76,15 @@ extern ProcessPage g_process_page;
 // StartProcessPage gives the process its token; called once at start-up.
 void StartProcessPage(int pid, uint64_t start);
 
+// AvoidHugePagesInZeroedData asks the kernel for no transparent huge pages
+// in the shim's zeroed data (its .bss up to the wiped part, one mapping): where
+// it makes every large anonymous mapping's 2 MiB ranges huge pages
+// ("always"), the private heap's radix tree (2 MiB there) would make one
+// resident in every process under a policy that holds bytes. Once, with the
+// first tracked socket; fork children inherit it. Nothing in a build without
+// preload/child_layout.ld, which marks the mapping's ends.
+void AvoidHugePagesInZeroedData();
+
 // WipeProcessPageOnFork asks the kernel to zero the page in every fork
 // child, from the first tracked socket on (a process that tracks none makes
 // no call for it); until then, or without MADV_WIPEONFORK (Linux before

@@ -325,6 +325,7 @@ void RuntimeStopAtExitCall() {
 void OnSocketTracked() {
   if (!g_tracked_any.load(std::memory_order_relaxed)) {
     WipeProcessPageOnFork();
+    AvoidHugePagesInZeroedData();
     // The host name and the key of the traces' names, before the fork
     // children that will inherit them: none asks uname or getrandom again.
     LockTraceWriter();

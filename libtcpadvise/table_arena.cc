@@ -13,6 +13,10 @@ void* TableArena::Reserve(size_t slots_bytes, size_t objects_bytes) {
   void* map = mmap(nullptr, whole + kSlotsTail + objects_bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return nullptr;
+  // Where the kernel makes every large anonymous mapping's 2 MiB ranges huge
+  // pages (transparent_hugepage "always"), the first entry written would
+  // take 2 MiB, zeroed, and each fork child's write would split it.
+  madvise(map, whole + kSlotsTail + objects_bytes, MADV_NOHUGEPAGE);
   objects_ = reinterpret_cast<uintptr_t>(map) + whole + kSlotsTail;
   middle_ = (objects_ + objects_bytes / 2) & ~(page - 1);
   end_ = objects_ + objects_bytes;
