@@ -46,6 +46,8 @@ from tcpadvise.bench import servers as S
 from tcpadvise.bench.suites import ADAPTIVE, POLICIES
 from tcpadvise.record.shim import isolated_environment
 
+# What a backend runs when it writes a trace (a sampled child): callgrind's name for it.
+TRACE = "_ZN9tcpadvise14SerializeTraceEPNS_10JsonWriterEbj"
 # The one-write servers whose requests' functions come first (bench/server_cache.py's fixed loads).
 REQUEST_SERVERS = ("redis", "nginx", "memcached")
 _NAME = re.compile(r"^(c?ob|c?fn|c?fl|fi|fe)=\((\d+)\)(?: (.*))?$")
@@ -233,9 +235,8 @@ def section_pattern(name: str) -> str:
 _STRUCTOR = re.compile(r"([CD])[12](E)")
 
 
-def backend_functions(shim: Path, arm: str, connections: int, scratch: Path) -> tuple[collections.Counter, int]:
-    """The shim's functions the last backends of `pgbench -C -S` ran under the arm: in how many of them
-    each ran, and how many backends were read."""
+def backend_functions(shim: Path, arm: str, connections: int, scratch: Path) -> list[set[str]]:
+    """The shim's functions each of the last backends of `pgbench -C -S` ran under the arm."""
     server = next(s for s in S.SERVERS if s.name == "postgres")
     directory = S._prepared(server, scratch)
     out = Path(tempfile.mkdtemp(prefix="callgrind-", dir=scratch))
@@ -264,10 +265,7 @@ def backend_functions(shim: Path, arm: str, connections: int, scratch: Path) -> 
     backends = [dump for dump in dumps if "PostgresMain" in dump.read_text(errors="replace")][-10:]
     if len(backends) < 5:
         raise RuntimeError(f"{arm}: {len(backends)} backend dumps in {out}")
-    found: collections.Counter = collections.Counter()
-    for dump in backends:
-        found.update(set(shim_functions(dump, shim)))
-    return found, len(backends)
+    return [set(shim_functions(dump, shim)) for dump in backends]
 
 
 def request_functions(shim: Path, server_name: str, arm: str, scratch: Path) -> collections.Counter:
@@ -290,8 +288,8 @@ def main() -> int:
     parser.add_argument("-o", "--output", type=Path, default=Path("preload/child_layout.ld"))
     args = parser.parse_args()
     symbols = shim_symbols(args.shim)
-    ran: collections.Counter = collections.Counter()  # in how many backends each function ran
-    backends = 0
+    every: set[str] = set()  # what the backends that wrote no trace ran
+    tracing: set[str] = set()  # what those that wrote one (sampled children) ran
     # A server's functions, in the order of REQUEST_SERVERS, each one's costliest first; a function
     # two servers run goes with the first.
     hot: dict[str, None] = {}
@@ -305,18 +303,21 @@ def main() -> int:
             print(f"{server}: {len(found)} functions at {args.threshold:g}+ instructions a request", file=sys.stderr)
             hot.update(dict.fromkeys(found))
         for arm in ("observe", *ADAPTIVE):
-            found, read = backend_functions(args.shim.resolve(), arm, args.connections, Path(scratch))
-            print(f"{arm}: {len(found)} functions in {read} backends", file=sys.stderr)
-            ran.update(found)
-            backends += read
+            found = backend_functions(args.shim.resolve(), arm, args.connections, Path(scratch))
+            print(f"{arm}: {len(set().union(*found))} functions in {len(found)} backends", file=sys.stderr)
+            for functions in found:
+                if TRACE in functions:
+                    tracing |= functions
+                else:
+                    every |= functions
     # Callgrind names by its address the code it reads no symbol for (crtstuff's static functions).
-    # The functions every child runs (at least half the backends read) that a server does not run on
-    # each request first, then the child's that it does, then the rest of the servers' functions, then
+    # The functions every child runs (those of the backends that wrote no trace) that a server does
+    # not run on each request first, then the child's that it does, then the rest of the servers' functions, then
     # what only some children run (the sampled ones' traces): every child's functions and a request's
     # are one stretch, within the window the child faults in first (with the servers' ahead of them,
     # or the traces' among them, they crossed a 64 KiB boundary: one fault more a backend).
-    child = set(ran) & symbols
-    every = {name for name in child if 2 * ran[name] >= backends}
+    every &= symbols
+    child = every | (tracing & symbols)
     sections = [*sorted(every - set(hot)), *(name for name in hot if name in child),
                 *(name for name in hot if name not in child), *sorted(child - every - set(hot))]
     body = "".join(f"    *(.text.{pattern} .text.exit.{pattern})\n" for pattern in map(section_pattern, sections))
