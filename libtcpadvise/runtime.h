@@ -36,6 +36,7 @@ struct RuntimeState {
   // What a fork child writes comes first, in the page the shim's other state
   // a child writes shares (preload/child_layout.ld): a child copies one page
   // of the shim's data where it copied four.
+  //
   // A fork child's start is its tick count (start_ticks); its wall-clock
   // start is worked out from it when a trace first needs it (StartUnixNs):
   // the child's handler then calls no clock_gettime, whose page of libc and

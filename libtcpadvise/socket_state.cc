@@ -144,6 +144,11 @@ void SocketStats::MergeFrom(const SocketStats& o) {
   }
 }
 
+bool SocketStats::Recorded() const {
+  return Active() || read_eof.Get() != 0 || errors.Total() != 0 ||
+         (policy_counters() != nullptr && !policy_counters()->Empty());
+}
+
 PolicyCounters* SocketStats::MakePolicyCounters() {
   PolicyCounters* current = policy_counters_.load(std::memory_order_acquire);
   if (current != nullptr || t_in_private_heap) return current;
@@ -235,7 +240,7 @@ uint8_t ShapeOf(const SocketStats& stats) {
     // Calls that moved no byte (EAGAIN, end of file) are still a use.
     kind = stats.Active() ? ShapeKind::kReadOnly : ShapeKind::kUnused;
   }
-  const double median = stats.write_size.Percentile(0.5);
+  const double median = wrote ? stats.write_size.Percentile(0.5) : 0;
   int size_class = 0;
   if (median >= 1) size_class = 1 + (63 - __builtin_clzll(static_cast<uint64_t>(median))) / 2;
   return static_cast<uint8_t>(static_cast<int>(kind) | (size_class << 2));
@@ -353,7 +358,10 @@ void SocketState::MergeFrom(const SocketState& closed) {
   }
   if (closed.kernel_options.valid) kernel_options = closed.kernel_options;
   tcp_info.MergeFrom(closed.tcp_info);
-  stats.MergeFrom(closed.stats);
+  // A socket that recorded nothing (a fork parent's copy of the connection
+  // its child serves) adds nothing to them: its histograms, cold after the
+  // fork, are not walked on the server's accept loop.
+  if (closed.stats.Recorded()) stats.MergeFrom(closed.stats);
 }
 
 }  // namespace tcpadvise

@@ -370,6 +370,10 @@ struct alignas(64) SocketStats {
   void Reset();
   // SocketStats::Active tells whether any call was recorded.
   bool Active() const { return write_calls.Get() != 0 || read_calls.Get() != 0; }
+  // SocketStats::Recorded tells whether any statistic holds something: the
+  // calls, what a call records without counting one (an end of file, an
+  // error), or a policy's counts.
+  bool Recorded() const;
 
  private:
   // MergeBorrowing merges other_h (whose buckets are other_buckets, n less

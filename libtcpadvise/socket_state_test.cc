@@ -736,6 +736,35 @@ TEST(SocketStateTest, GroupsMergeSampledAndUnsampledSockets) {
   }
 }
 
+// A socket that recorded nothing (a fork parent's copy of its child's
+// connection) adds its connection and lifetime to a group, not one value of
+// its statistics; a group it starts takes its identity.
+TEST(SocketStateTest, ASocketThatRecordedNothingAddsOnlyItsConnection) {
+  std::mt19937_64 rng(19);
+  SocketState used;
+  used.connections = 1;
+  SampledReference r;
+  DriveSampled(&used, &r, &rng, 20, 0.5, TurnSampling{/*first=*/1000, /*every_shift=*/3}, false);
+  SocketState group;
+  group.connections = 0;
+  group.MergeFrom(used);
+  SocketState unused;
+  unused.connections = 1;
+  unused.lifetime_ticks = 5;
+  ASSERT_FALSE(unused.stats.Recorded());
+  const uint64_t lifetime = group.lifetime_ticks;
+  group.MergeFrom(unused);
+  EXPECT_EQ(group.connections, 2u);
+  EXPECT_EQ(group.lifetime_ticks, lifetime + 5);
+  ExpectMatches(group, r, "with an unused socket");
+  SocketState fresh;
+  fresh.connections = 0;
+  fresh.MergeFrom(unused);
+  EXPECT_EQ(fresh.connections, 1u);
+  EXPECT_FALSE(fresh.stats.Recorded());
+  EXPECT_EQ(ShapeOf(fresh.stats), static_cast<uint8_t>(ShapeKind::kUnused));
+}
+
 // A live socket merged mid-burst (a snapshot's view, or a group taking a
 // socket the trace emits live): its open burst counts with its weight when
 // its period is recorded, not at all when it is not.

@@ -144,14 +144,6 @@ void SocketTable::ReleaseRange(unsigned first, unsigned last) {
   }
 }
 
-// Recorded tells whether any statistic of st holds something: its calls,
-// what a call records without counting one (an end of file, an error), or
-// a policy's counts.
-static bool Recorded(const SocketStats& st) {
-  return st.Active() || st.read_eof.Get() != 0 || st.errors.Total() != 0 ||
-         (st.policy_counters() != nullptr && !st.policy_counters()->Empty());
-}
-
 // Retire drops fd's reference (fd's slot already cleared); the last one
 // ends the socket's policy (what it still holds counts as a deferred
 // gone_errno), reads the kernel's final figures through fd when it is still
@@ -162,7 +154,7 @@ void SocketTable::Retire(int fd, SocketState* s, bool fd_is_live, int gone_errno
   // to count, fold or flush: its entry stays as it is, shared with the
   // parent, off the free list (writing either would copy a page in every
   // such child).
-  if (s->refs == 1 && s->policy_state == nullptr && s->Inherited() && !Recorded(s->stats)) return;
+  if (s->refs == 1 && s->policy_state == nullptr && s->Inherited() && !s->stats.Recorded()) return;
   if (--s->refs > 0) {
     PolicyFdClosed(s, fd, OtherFdOf(s));
     return;
@@ -260,7 +252,7 @@ void SocketTable::ResetInChild() {
   for (unsigned fd = 0; fd < end && slots_end_ != nullptr; ++fd) {
     SocketState* s = Slot(fd).load(std::memory_order_relaxed);
     if (s == nullptr) continue;
-    if (Recorded(s->stats)) {
+    if (s->stats.Recorded()) {
       s->stats.Reset();
       s->turns_recorded.Set(0);
     }

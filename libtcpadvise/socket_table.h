@@ -27,10 +27,10 @@ constexpr int kMaxGroups = 1024;
 class SocketTable {
  public:
   // SocketTable::Init sizes the table from RLIMIT_NOFILE's hard limit
-  // (capped). Its slots come from the private heap with the first socket (a
-  // process that tracks none has none), carved from the heap's mapping rather
-  // than a mapping of their own: each mapping costs every fork and exit of the
-  // process (bench/fork_child_costs.c, vmas).
+  // (capped). Its slots come from the table's arena with the first socket (a
+  // process that tracks none has none), in the arena's mapping rather than
+  // one of their own: each mapping costs every fork and exit of the process
+  // (bench/fork_child_costs.c, vmas).
   void Init();
 
   // SocketTable::Lookup returns the entry for fd, or nullptr.

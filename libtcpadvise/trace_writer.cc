@@ -574,16 +574,18 @@ void NoteHostName() {
 }
 
 bool SerializeTrace(JsonWriter* w, bool final, uint32_t represents) {
+  // Nothing to report (a fork child that holds no socket of its parent's):
+  // not even the clock is read (a child's page of libc and the vDSO's).
+  bool any = false;
+  g_table.ForEachLive([&](int, SocketState* s) { any = any || s->WorthReporting(); });
+  g_table.ForEachGroup([&](SocketState*) { any = true; });
+  if (!any) return false;
   // The clock's rate to the Hz, ns per tick to 15 significant digits: far
   // finer than the rate is measured, and each written as it is, without
   // printf (FormatDouble).
   const double measured_hz = g_runtime.tick_rate.TicksPerSecond();
   const double tsc_hz = measured_hz >= 1 ? static_cast<double>(static_cast<uint64_t>(measured_hz + 0.5)) : measured_hz;
   const double ns_per_tick = RoundToFifteenDigits(1e9 / tsc_hz);
-  bool any = false;
-  g_table.ForEachLive([&](int, SocketState* s) { any = any || s->WorthReporting(); });
-  g_table.ForEachGroup([&](SocketState*) { any = true; });
-  if (!any) return false;
 
   w->BeginObject();
   w->Key("schema");
