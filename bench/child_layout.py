@@ -312,10 +312,11 @@ def main() -> int:
                     every |= functions
     # Callgrind names by its address the code it reads no symbol for (crtstuff's static functions).
     # The functions every child runs (those of the backends that wrote no trace) that a server does
-    # not run on each request first, then the child's that it does, then the rest of the servers' functions, then
-    # what only some children run (the sampled ones' traces): every child's functions and a request's
-    # are one stretch, within the window the child faults in first (with the servers' ahead of them,
-    # or the traces' among them, they crossed a 64 KiB boundary: one fault more a backend).
+    # not run on each request first, then the child's that it does, then the rest of the servers'
+    # functions, then what only some children run (the sampled ones' traces): every child's functions
+    # and a request's are one stretch, within the window the child faults in first (with the servers'
+    # ahead of them, or the traces' among them, they crossed a 64 KiB boundary: one fault more a
+    # backend).
     every &= symbols
     child = every | (tracing & symbols)
     sections = [*sorted(every - set(hot)), *(name for name in hot if name in child),
