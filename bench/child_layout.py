@@ -67,8 +67,9 @@ HEADER = """\
    last of every child's, followed by the rest of the server's: a request's
    text is one stretch. Then the functions only some children run (the
    sampled ones' traces, 1 in 16): among every child's, they pushed its
-   functions over a 64 KiB boundary (a second window). The rest of the text follows in the same output section, as the default
-   script would place it, whose own .text is then empty and dropped: tools
+   functions over a 64 KiB boundary (a second window). The rest of the
+   text follows in the same output section, as the default script would
+   place it, whose own .text is then empty and dropped: tools
    that symbolize only the section .text (valgrind's callgrind, which
    bench/server_instructions.py reads) see every function. From callgrind runs under observe, cork and coalesce; a name that no
    longer exists matches nothing and its function stays in .text.
@@ -323,8 +324,8 @@ def main() -> int:
                 *(name for name in hot if name not in child), *sorted(child - every - set(hot))]
     body = "".join(f"    *(.text.{pattern} .text.exit.{pattern})\n" for pattern in map(section_pattern, sections))
     args.output.write_text(HEADER + body + FOOTER)
-    print(f"{len(every)} functions of every child's, {len(child - every)} of some, + {len(set(hot) - child)} of the "
-          f"servers' -> {args.output}", file=sys.stderr)
+    print(f"{len(every)} functions of every child's, {len(child - every)} of some, "
+          f"+ {len(set(hot) - child)} of the servers' -> {args.output}", file=sys.stderr)
     return 0
 
 

@@ -42,7 +42,7 @@ def test_every_function_and_variable_the_layout_places_is_the_shims():
 
 
 @pytest.mark.skipif(bool(os.environ.get("TCPADVISE_PRELOAD_FIRST")),
-                    reason="a sanitizer build's zeroed data is laid out without preload/child_layout.ld's marks")
+                    reason="a sanitizer build lays its zeroed data out without child_layout.ld's marks")
 def test_the_zeroed_datas_marks_are_its_mappings_ends():
     """process_page.h's AvoidHugePagesInZeroedData covers the mapping the loader makes of the shim's
     zeroed data, from the page after the file's data to the wiped part: no more (a range across two
@@ -50,8 +50,10 @@ def test_the_zeroed_datas_marks_are_its_mappings_ends():
     listing = subprocess.run(["nm", str(shim_path())], capture_output=True, text=True, check=True).stdout
     marks = {fields[2]: int(fields[0], 16) for fields in map(str.split, listing.splitlines())
              if len(fields) == 3 and fields[2].startswith("tcpadvise_zeroed_")}
-    headers = subprocess.run(["readelf", "-lSW", str(shim_path())], capture_output=True, text=True, check=True).stdout
-    (writable,) = [line.split() for line in headers.splitlines() if line.split()[:1] == ["LOAD"] and "RW" in line]
+    headers = subprocess.run(["readelf", "-lSW", str(shim_path())], capture_output=True, text=True,
+                             check=True).stdout
+    (writable,) = [line.split() for line in headers.splitlines()
+                   if line.split()[:1] == ["LOAD"] and "RW" in line]
     file_end = int(writable[2], 16) + int(writable[4], 16)
     wiped = re.search(r"\.bss\.tcpadvise_process_page\s+NOBITS\s+([0-9a-f]+)", headers)
     page = os.sysconf("SC_PAGE_SIZE")

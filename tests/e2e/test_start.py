@@ -190,7 +190,7 @@ def anonymous_mappings(smaps_text: str):
 
 
 @pytest.mark.skipif(bool(os.environ.get("TCPADVISE_PRELOAD_FIRST")),
-                    reason="a sanitizer build's zeroed data is laid out without preload/child_layout.ld's marks")
+                    reason="a sanitizer build lays its zeroed data out without child_layout.ld's marks")
 @pytest.mark.parametrize("arm", ["observe", "cork"])
 def test_the_shims_memory_asks_for_no_transparent_huge_pages(tmp_path, arm):
     """Where the kernel makes huge pages of any large anonymous mapping (transparent_hugepage "always"),
@@ -206,7 +206,7 @@ def test_the_shims_memory_asks_for_no_transparent_huge_pages(tmp_path, arm):
     mappings, shim_end = anonymous_mappings(smaps.read_text())
     zeroed = [flags for start, end, flags in mappings if start == shim_end]
     assert zeroed and "nh" in zeroed[0], (hex(shim_end), mappings)
-    # The arena (8 MiB and the slots) and, under cork, the heap's extents: nothing else of Python's is as large.
+    # The arena (8 MiB and the slots) and, under cork, the heap's extents: nothing of Python's is as large.
     large = [(hex(start), end - start, flags) for start, end, flags in mappings if end - start >= 4 << 20]
     assert large and all("nh" in flags for _, _, flags in large), large
 
