@@ -300,8 +300,9 @@ uint64_t StartUnixNs() {
   if (g_runtime.start_unix_ns == 0) {
     const double ns_per_tick = 1e9 / g_runtime.tick_rate.TicksPerSecond();
     const uint64_t now = RealtimeNs();
-    const uint64_t since = static_cast<uint64_t>(static_cast<double>(ReadTicks() - g_runtime.start_ticks) * ns_per_tick);
-    g_runtime.start_unix_ns = since < now ? now - since : now;
+    // Signed: a counter read on another CPU may be a little behind the start's.
+    const double since = static_cast<double>(static_cast<int64_t>(ReadTicks() - g_runtime.start_ticks)) * ns_per_tick;
+    g_runtime.start_unix_ns = since > 0 && since < static_cast<double>(now) ? now - static_cast<uint64_t>(since) : now;
   }
   return g_runtime.start_unix_ns;
 }
