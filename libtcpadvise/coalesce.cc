@@ -52,6 +52,11 @@ ssize_t SendHeldThen(PolicyState* p, int fd, const iovec* iov, int iovcnt, int f
       errno = EBADF;
       return -1;
     }
+    if (HoldsParentsBytes(p)) {
+      // A fork child's copy of a write cut by its fork: the parent sends both parts.
+      p->held.store(0, std::memory_order_relaxed);
+      return static_cast<ssize_t>(app_bytes);
+    }
     const uint32_t held = p->held.load(std::memory_order_relaxed);
     parts[0] = {p->buffer, held};
     memcpy(parts + 1, iov, sizeof(iovec) * static_cast<size_t>(iovcnt));
@@ -152,6 +157,12 @@ bool Append(PolicyState* p, const iovec* iov, int iovcnt) {
 
 bool Flush(PolicyState* p, int fd, FlushCause cause, bool may_block) {
   while (p->held.load(std::memory_order_relaxed) != 0) {
+    if (HoldsParentsBytes(p)) {
+      // Checked last before the send: a fork that cuts in later finds its
+      // child's copy of the send made, as one inside libc's wrapper would.
+      p->held.store(0, std::memory_order_relaxed);  // the parent sends them
+      break;
+    }
     const uint32_t held = p->held.load(std::memory_order_relaxed);
     p->lock.SetBlocking(may_block);
     const ssize_t sent = LibcSend(fd, p->buffer, held, MSG_NOSIGNAL | (may_block ? 0 : MSG_DONTWAIT));
@@ -190,7 +201,9 @@ void DrainOverflowSlow(PolicyState* p) {
   const uint32_t length = p->overflow_length.load(std::memory_order_acquire);
   if (length == p->overflow_drained || p->overflow_ready.load(std::memory_order_acquire) != length) return;
   const iovec part = {p->overflow + p->overflow_drained, length - p->overflow_drained};
-  if (p->held.load(std::memory_order_relaxed) + part.iov_len > p->capacity) {
+  if (HoldsParentsBytes(p)) {
+    // Reserved before the fork: the parent sends them.
+  } else if (p->held.load(std::memory_order_relaxed) + part.iov_len > p->capacity) {
     // The handler's write was reported as accepted: send it even if that waits.
     const int fd = p->fd.load(std::memory_order_relaxed);
     Flush(p, fd, FlushCause::kLimit, true);

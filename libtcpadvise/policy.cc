@@ -25,6 +25,7 @@ namespace tcpadvise {
 
 __thread PolicyState* t_inside = nullptr;
 __thread bool t_in_shared = false;
+std::atomic<PolicyState*> g_section_forked{nullptr};
 std::atomic<const char*> g_fail_open{nullptr};
 
 namespace {
@@ -95,10 +96,7 @@ void DropHeld(PolicyState* p, int error_value) {
   const bool had_bytes = p->held.load(std::memory_order_relaxed) != 0 ||
                          p->overflow_length.load(std::memory_order_relaxed) != p->overflow_drained;
   if (had_bytes) CountersOf(p).deferred_errors.Add(ErrnoSlot(error_value), 1);
-  p->held.store(0, std::memory_order_relaxed);
-  p->overflow_length.store(0, std::memory_order_relaxed);
-  p->overflow_ready.store(0, std::memory_order_relaxed);
-  p->overflow_drained = 0;
+  ForgetHeld(p);
   p->corked.store(false, std::memory_order_relaxed);
   RemoveFromHeldSet(p);
 }
@@ -138,6 +136,13 @@ bool AdaptActs(PolicyState* p) {
 }
 
 }  // namespace
+
+void ForgetHeld(PolicyState* p) {
+  p->held.store(0, std::memory_order_relaxed);
+  p->overflow_length.store(0, std::memory_order_relaxed);
+  p->overflow_ready.store(0, std::memory_order_relaxed);
+  p->overflow_drained = 0;
+}
 
 uint64_t TicksFromUs(uint64_t us) {
   return static_cast<uint64_t>(static_cast<double>(us) * g_runtime.tick_rate.TicksPerSecond() / 1e6);
@@ -197,6 +202,13 @@ bool PublishesPass(const PolicyState* p) {
 }  // namespace
 
 void GiveTurn(PolicyState* p) {
+  if (HoldsParentsBytes(p)) {
+    // The end of the section a fork from a signal handler cut: whatever it
+    // held or was given, this child's parent sends.
+    ForgetHeld(p);
+    RemoveFromHeldSet(p);
+    g_section_forked.store(nullptr, std::memory_order_relaxed);
+  }
   for (;;) {
     if (__builtin_expect(p->overflow_length.load(std::memory_order_acquire) != p->overflow_drained, 0)) {
       ErrnoSaver errno_saver;
@@ -330,10 +342,13 @@ ssize_t PolicyWrite(SocketState* s, int fd, const iovec* iov, int iovcnt, bool a
     // A signal handler that interrupted its thread inside the shim: its
     // bytes queue behind what the socket holds (that socket is in the held
     // set, so a release or the deadline thread sends them); a socket that
-    // holds nothing takes them directly.
+    // holds nothing takes them directly, as does one whose held bytes are a
+    // fork child's parent's (nothing of the child's is behind them).
     const bool behind = t_inside == p || p->held.load(std::memory_order_relaxed) != 0 ||
                         p->overflow_length.load(std::memory_order_acquire) != 0;
-    if (!p->settings->coalesce || !behind || iovcnt <= 0 || iovcnt > kMaxHeldIovecs) return passthrough(context);
+    if (!p->settings->coalesce || !behind || HoldsParentsBytes(p) || iovcnt <= 0 || iovcnt > kMaxHeldIovecs) {
+      return passthrough(context);
+    }
     iovec local[kMaxHeldIovecs];
     if (app_iov && !CopyFromApp(local, iov, sizeof(iovec) * static_cast<size_t>(iovcnt))) return passthrough(context);
     return SignalWrite(p, app_iov ? local : iov, iovcnt, passthrough, context);
@@ -505,11 +520,11 @@ void PolicyFdClosed(SocketState* s, int closed_fd, int other_fd) {
 }
 
 void DropHeldInChild(pid_t forking_tid) {
+  // The socket whose turn an interrupted section holds is that section's
+  // until it ends: its lengths must not change under it.
+  if (t_inside != nullptr) g_section_forked.store(t_inside, std::memory_order_relaxed);
   ClearHeldSetInChild([](PolicyState* p) {
-    p->held.store(0, std::memory_order_relaxed);
-    p->overflow_length.store(0, std::memory_order_relaxed);
-    p->overflow_ready.store(0, std::memory_order_relaxed);
-    p->overflow_drained = 0;
+    if (p != t_inside) ForgetHeld(p);
   }, forking_tid);
   ResetDeadlineThreadInChild();
 }

@@ -148,7 +148,9 @@ void FreeOtherThreadsTurnInChild(PolicyState* p);
 // DropHeldInChild forgets, in a fork child, the bytes the parent holds (the
 // parent sends them) so they are never sent twice.
 // forking_tid: the fork came from a signal handler inside the shim, on the
-// thread of that id in the parent (held_set.h: ClearHeldSetInChild).
+// thread of that id in the parent (held_set.h: ClearHeldSetInChild); the
+// socket whose turn the handler's section holds is left to that section
+// (policy_state.h: g_section_forked).
 void DropHeldInChild(pid_t forking_tid = 0);
 
 // PolicyBeforeBypass sends what fd's socket holds before a call the shim

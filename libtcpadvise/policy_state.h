@@ -167,6 +167,26 @@ extern __thread PolicyState* t_inside;
 extern __thread bool t_in_shared;
 inline bool InterruptedShim() { return t_inside != nullptr || t_in_shared; }
 
+// g_section_forked is, in the child of a fork made from a signal handler
+// that interrupted a section holding a socket's turn (runtime.cc:
+// t_fork_inside_shim), that socket's state; else null. What the state holds
+// when the section goes on in the child, and what the section adds (the
+// interrupted write's bytes, as if its call had reached the kernel before
+// the fork), is its parent's to send: the child's section sends none of it
+// (Flush, SendHeldThen, DrainOverflowSlow) and forgets it when it gives the
+// turn back (GiveTurn); a signal handler's write in the child meanwhile
+// goes straight to the kernel (PolicyWrite). The other sockets' held bytes
+// the fork forgot at once (DropHeldInChild); this one's the section is using.
+extern std::atomic<PolicyState*> g_section_forked;
+inline bool HoldsParentsBytes(const PolicyState* p) {
+  return __builtin_expect(p == g_section_forked.load(std::memory_order_relaxed), 0);
+}
+
+// ForgetHeld forgets what p holds, its signal handlers' bytes included,
+// without counting them: someone else sends them. p's turn is held, or no
+// section is using p.
+void ForgetHeld(PolicyState* p);
+
 // TicksFromUs converts microseconds to clock ticks.
 uint64_t TicksFromUs(uint64_t us);
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -355,6 +356,48 @@ TEST(PolicyTest, AReusedStateThatReadsAsHeldJoinsTheSetAgain) {
   EXPECT_NE(std::find(copy, copy + n, stale), copy + n);
   RemoveFromHeldSet(stale);
   g_table.Release(pair.client);
+}
+
+// A fork from a signal handler that cut a section holding a socket's turn
+// (here the write about to hold "cd"): the section goes on in the child when
+// the handler returns. The parent sends what the socket holds and what the
+// section adds; in the child the section keeps its lengths (a flush it was
+// in goes on with them), sends nothing and forgets it all at its end. The
+// fork used to empty the socket under the section: the child then held "cd"
+// and sent it at its exit, a second copy on its parent's connection.
+TEST(PolicyTest, AChildForkedInsideASectionLeavesItsBytesToItsParent) {
+  PolicyFixture* f = NewFixture(true);
+  PolicyFixture* other = NewFixture(true);
+  f->settings.adaptive = other->settings.adaptive = false;
+  ASSERT_EQ(AppWrite(f, "ab", false), 2);
+  ASSERT_EQ(AppWrite(other, "xy", false), 2);
+  const std::string cd = "cd";
+  Passthrough pass = {f->pair.client, {const_cast<char*>(cd.data()), cd.size()}};
+  ASSERT_TRUE(TryTakeTurn(&f->state));  // the section the handler cuts
+  const pid_t tid = gettid();
+  const pid_t child = fork();
+  if (child == 0) {
+    DropHeldInChild(tid);
+    int failed = other->state.held.load() == 0 ? 0 : 1;
+    if (CoalesceWrite(&f->state, f->pair.client, &pass.iov, 1, 0, false, Passthrough::Call, &pass) != 2) failed |= 2;
+    if (f->state.held.load() != 4) failed |= 4;
+    if (!Flush(&f->state, f->pair.client, FlushCause::kLimit, false) || f->state.held.load() != 0) failed |= 8;
+    GiveTurn(&f->state);
+    if (HoldsSomething(&f->state) || g_section_forked.load() != nullptr) failed |= 16;
+    ReleaseAll(FlushCause::kExit);  // the child's way out sends only its own
+    _exit(failed);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "bits: 1 other kept, 2 write, 4 lengths, 8 flush, 16 end";
+  ASSERT_EQ(CoalesceWrite(&f->state, f->pair.client, &pass.iov, 1, 0, false, Passthrough::Call, &pass), 2);
+  GiveTurn(&f->state);
+  AppRead(f);
+  AppRead(other);
+  EXPECT_EQ(f->pair.ReadAvailable(), "abcd");
+  EXPECT_EQ(other->pair.ReadAvailable(), "xy");
 }
 
 // kRecords records of 8 bytes (writer, sequence) from each of two threads
