@@ -508,8 +508,8 @@ void ResetPolicyInChild(PolicyState* p) {
   t_in_shared = false;
 }
 
-void FreeOtherThreadsTurnInChild(PolicyState* p) {
-  if (p != nullptr && p != t_inside) p->lock.Reset();
+void FreeTurnInChild(PolicyState* p) {
+  if (p != nullptr) p->lock.Reset();
 }
 
 void PolicyFdClosed(SocketState* s, int closed_fd, int other_fd) {

@@ -139,11 +139,13 @@ void PolicyFdClosed(SocketState* s, int closed_fd, int other_fd);
 // thread may have held it at the fork).
 void ResetPolicyInChild(PolicyState* p);
 
-// FreeOtherThreadsTurnInChild frees a socket's turn in the child of a fork
-// from a signal handler that interrupted the shim, unless the forking
-// thread holds it (its section ends when the handler returns): another
-// thread's (the deadline thread's flush) is nobody's in the child.
-void FreeOtherThreadsTurnInChild(PolicyState* p);
+// FreeTurnInChild frees a socket's turn in the child of a fork from a
+// signal handler that interrupted the shim: another thread's (the deadline
+// thread's flush) is nobody's there, and the forking thread's section, which
+// goes on when the handler returns, cannot tell whether it took its turn
+// before the fork (t_inside is set first): it finds it free, or holds it
+// alone, the child having no other thread and a handler taking no turn.
+void FreeTurnInChild(PolicyState* p);
 
 // DropHeldInChild forgets, in a fork child, the bytes the parent holds (the
 // parent sends them) so they are never sent twice.

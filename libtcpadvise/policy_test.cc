@@ -400,6 +400,30 @@ TEST(PolicyTest, AChildForkedInsideASectionLeavesItsBytesToItsParent) {
   EXPECT_EQ(other->pair.ReadAvailable(), "xy");
 }
 
+// A fork from a signal handler that came after a write noted its socket
+// (t_inside) but before it took the socket's turn, which another thread
+// held: in the child that thread is gone, and the write, going on, would
+// wait for the turn for ever. The child frees every socket's turn: the
+// interrupted section then finds its own free, or holds it alone.
+TEST(PolicyTest, AChildForkedInsideASectionFindsItsSocketsTurnFree) {
+  PolicyFixture* f = NewFixture(true);
+  ASSERT_TRUE(f->state.lock.TryTake());  // another thread's
+  t_inside = &f->state;                  // the write's note, just before its TryTake
+  const pid_t child = fork();
+  if (child == 0) {
+    FreeTurnInChild(&f->state);
+    t_inside = nullptr;
+    _exit(TryTakeTurn(&f->state) ? 0 : 1);
+  }
+  t_inside = nullptr;
+  f->state.lock.Give();
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child could not take the socket's turn";
+}
+
 // kRecords records of 8 bytes (writer, sequence) from each of two threads
 // through the write hooks on one adaptive coalesce socket, in bursts of one
 // to three writes closed by a read, while the deadline thread releases what

@@ -134,7 +134,7 @@ void AfterForkInChild() {
     t_fork_inside_shim = false;
     WipeAgainAfterForkInsideShim();
     ReleaseOtherThreadsLocksInChild(t_fork_inside_shim_tid);
-    g_table.ForEachLive([](int, SocketState* s) { FreeOtherThreadsTurnInChild(s->policy_state); });
+    g_table.ForEachLive([](int, SocketState* s) { FreeTurnInChild(s->policy_state); });
     g_active.store(false, std::memory_order_release);
     g_runtime.pid = getpid();
     g_runtime.settings.interval_s = 0;
