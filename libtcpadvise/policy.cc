@@ -137,13 +137,6 @@ bool AdaptActs(PolicyState* p) {
 
 }  // namespace
 
-void ForgetHeld(PolicyState* p) {
-  p->held.store(0, std::memory_order_relaxed);
-  p->overflow_length.store(0, std::memory_order_relaxed);
-  p->overflow_ready.store(0, std::memory_order_relaxed);
-  p->overflow_drained = 0;
-}
-
 uint64_t TicksFromUs(uint64_t us) {
   return static_cast<uint64_t>(static_cast<double>(us) * g_runtime.tick_rate.TicksPerSecond() / 1e6);
 }

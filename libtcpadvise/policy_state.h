@@ -184,8 +184,13 @@ inline bool HoldsParentsBytes(const PolicyState* p) {
 
 // ForgetHeld forgets what p holds, its signal handlers' bytes included,
 // without counting them: someone else sends them. p's turn is held, or no
-// section is using p.
-void ForgetHeld(PolicyState* p);
+// section is using p. Inline: a fork child runs it (DropHeldInChild).
+inline void ForgetHeld(PolicyState* p) {
+  p->held.store(0, std::memory_order_relaxed);
+  p->overflow_length.store(0, std::memory_order_relaxed);
+  p->overflow_ready.store(0, std::memory_order_relaxed);
+  p->overflow_drained = 0;
+}
 
 // TicksFromUs converts microseconds to clock ticks.
 uint64_t TicksFromUs(uint64_t us);
