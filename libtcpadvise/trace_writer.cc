@@ -573,28 +573,13 @@ void NoteHostName() {
   out[i] = '\0';
 }
 
-// CountReported counts what a trace reports, the groups and the live
-// sockets worth reporting, and leaves the last one counted in *last. Under
-// the table's lock.
-static int CountReported(const SocketState** last) {
-  int items = 0;
-  g_table.ForEachGroup([&](SocketState* g) {
-    ++items;
-    *last = g;
-  });
-  g_table.ForEachLive([&](int, SocketState* s) {
-    if (!s->WorthReporting()) return;
-    ++items;
-    *last = s;
-  });
-  return items;
-}
-
 bool SerializeTrace(JsonWriter* w, bool final, uint32_t represents) {
   // Nothing to report (a fork child that holds no socket of its parent's):
   // not even the clock is read (a child's page of libc and the vDSO's).
-  const SocketState* last = nullptr;
-  if (CountReported(&last) == 0) return false;
+  bool any = false;
+  g_table.ForEachLive([&](int, SocketState* s) { any = any || s->WorthReporting(); });
+  g_table.ForEachGroup([&](SocketState*) { any = true; });
+  if (!any) return false;
   // The clock's rate to the Hz, ns per tick to 15 significant digits: far
   // finer than the rate is measured, and each written as it is, without
   // printf (FormatDouble).
@@ -755,9 +740,19 @@ static_assert(static_cast<int>(Role::kClient) == 1 && static_cast<int>(Role::kSe
 static uint32_t ChildRepresents(SpoolSampleSlot** slot) {
   if (ShimWarnings() != 0 || PolicyFailOpenReason() != nullptr) return 1;
   if (g_policy_config != nullptr && g_policy_config->experiment.enabled) return 1;
+  int items = 0;
   const SocketState* only = nullptr;
   g_table.Lock();
-  const bool one_connection = CountReported(&only) == 1 && only->connections == 1;
+  g_table.ForEachGroup([&](SocketState* g) {
+    ++items;
+    only = g;
+  });
+  g_table.ForEachLive([&](int, SocketState* s) {
+    if (!s->WorthReporting()) return;
+    ++items;
+    only = s;
+  });
+  const bool one_connection = items == 1 && only->connections == 1;
   const uint32_t key = one_connection ? only->id.ServiceKey() : 0;
   g_table.Unlock();
   if (!one_connection) return 1;
