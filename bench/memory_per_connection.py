@@ -97,7 +97,8 @@ def measure(holder: str, shim: str | None, count: int, per_process: int, workloa
         for server, _ in servers:
             said = [line for line in server.stderr.read().splitlines() if "tcpadvise" in line]
             if said:
-                print(f"  (a server under {shim}, {count} {workload} connections: {said[0]})", file=sys.stderr)
+                print(f"  (a server under {shim}, {count} {workload} connections: {said[0]})",
+                      file=sys.stderr)
 
 
 def main() -> None:
