@@ -35,6 +35,10 @@ class ForkEcho(Server):
     def client(self, port, seconds):
         return [str(self.program), "load", str(port), f"{seconds:g}"]
 
+    def warmup(self, port):
+        # Some hundred connections: past the first 16 children, which sample (Server.warmup).
+        return [str(self.program), "load", str(port), "0.5"]
+
     def rate(self, output):
         found = self._CONNECTIONS.search(output)
         return int(found[1]) / float(found[2]) if found and float(found[2]) > 0 else None

@@ -489,3 +489,35 @@ def test_pin_split_runs_the_server_and_its_client_each_on_its_own_cpu(built, tmp
     results = json.loads((tmp_path / "s.results.json").read_text())
     assert results["settings"]["pin"] == "split"
     assert results["suites"]["servers"]["pin"] == f"each server on CPU {first}, its client on CPU {second} (--pin split)"
+
+
+def test_a_server_s_warm_up_runs_before_its_measured_window_and_a_failed_one_is_said(tmp_path):
+    """What a server pays once after its start is no request's cost (under the shim a fork server's first
+    16 children each write a trace and sample their call sites): its warm-up client runs once the server
+    answers, before the window the client's run is measured in; a warm-up that fails stops the run with a
+    one-line error that names it. Here the warm-up sets a key the measured client then reads."""
+    if (reason := Redis().missing()) is not None:
+        pytest.skip(reason)
+
+    class Warmed(Redis):
+        def warmup(self, port):
+            return ["redis-cli", "-p", str(port), "set", "warmed", "yes"]
+
+        def client(self, port, seconds):
+            return ["redis-cli", "-p", str(port), "get", "warmed"]
+
+        def rate(self, output):
+            return 1.0 if output.strip() == "yes" else None
+
+        def requests(self, output, command):
+            return 1
+
+    class FailedWarmUp(Warmed):
+        def warmup(self, port):
+            return ["redis-cli", "-p", "1", "ping"]  # a port nothing listens on
+
+    arm = bench_servers.ServerArm("baseline", Warmed(), None, 0.1)
+    assert bench_servers.run_server_arm(arm, None, tmp_path)["requests"] == 1
+    with pytest.raises(bench_servers.BenchError,
+                       match=r"^baseline: the warm-up redis-cli failed \(exit 1: Could not connect"):
+        bench_servers.run_server_arm(bench_servers.ServerArm("baseline", FailedWarmUp(), None, 0.1), None, tmp_path)

@@ -104,6 +104,13 @@ class Server(abc.ABC):
         """The command prefix the server runs under (root runs it as itself)."""
         return []
 
+    def warmup(self, port: int) -> list[str] | None:
+        """A client command run once the server answers, before the measured window; None: none. What a
+        server pays once after its start is no request's: under the shim a fork server's first 16
+        children of a service each write a trace and sample their call sites, the later ones one in 16
+        and one in 1024."""
+        return None
+
     def ready(self, port: int) -> bool:
         """Whether the server, listening on port, answers its clients yet."""
         return True
@@ -266,6 +273,11 @@ class Postgres(Server):
         return ["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-C", "-S", "-n", "-c", "2",
                 "-T", str(max(1, round(seconds))), "postgres"]
 
+    def warmup(self, port):
+        # 40 connections, a backend each: past the first 16 a service's children sample.
+        return ["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-C", "-S", "-n", "-c", "2",
+                "-t", "20", "postgres"]
+
     def rate(self, output):
         found = self._TPS.search(output)
         return float(found[1]) if found else None
@@ -295,7 +307,10 @@ def run_server_arm(arm: ServerArm, shim: Path | None, scratch: Path) -> dict:
                                                [*(group.launcher if group else ()), *pinned(arm.server_cpus)],
                                                arm.settings))
             command = arm.server.client(port, arm.seconds)
-            # The window is the client's run: the server's own start (and the shim's) is before it.
+            if warmup := arm.server.warmup(port):
+                _warm_up(arm, warmup)
+            # The window is the client's run: the server's own start (and the shim's), and its warm-up,
+            # are before it.
             before = group.usage_ns() if group else 0
             try:
                 finished = subprocess.run([*dies_with_bench(), *pinned(arm.client_cpus), *command],
@@ -314,6 +329,20 @@ def run_server_arm(arm: ServerArm, shim: Path | None, scratch: Path) -> dict:
         last = (finished.stderr.strip() or finished.stdout.strip()).splitlines()[-1:] or ["no output"]
         raise BenchError(f"{arm.key}: {command[0]} measured nothing (exit {finished.returncode}: {last[0]})")
     return {"requests_per_s": rate, "requests": requests, "cpu_ns": cpu_ns, "traces": written}
+
+
+def _warm_up(arm: ServerArm, command: Sequence[str]) -> None:
+    """Runs the server's warm-up client where the arm's client runs; a BenchError if it fails."""
+    try:
+        warmed = subprocess.run([*dies_with_bench(), *pinned(arm.client_cpus), *command],
+                                capture_output=True, text=True, timeout=arm.timeout_seconds,
+                                env=isolated_environment(), check=False)
+    except subprocess.TimeoutExpired:
+        limit = f"{arm.timeout_seconds:.0f} s"
+        raise BenchError(f"{arm.key}: the warm-up {command[0]} did not finish in {limit}") from None
+    if warmed.returncode != 0:
+        last = (warmed.stderr.strip() or warmed.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise BenchError(f"{arm.key}: the warm-up {command[0]} failed (exit {warmed.returncode}: {last[0]})")
 
 
 def _traces_parent(directory: Path) -> Path:
