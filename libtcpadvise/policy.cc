@@ -308,10 +308,7 @@ void AttachPolicy(int fd, SocketState* s, const sockaddr* peer) {
   p->fd.store(fd, std::memory_order_relaxed);
   p->cookie = s->id.cookie;  // read when the socket was tracked: no second getsockopt
   p->gone.store(false, std::memory_order_relaxed);
-  p->held.store(0, std::memory_order_relaxed);
-  p->overflow_length.store(0, std::memory_order_relaxed);
-  p->overflow_ready.store(0, std::memory_order_relaxed);
-  p->overflow_drained = 0;
+  ForgetHeld(p);
   p->write_shutdown.store(false, std::memory_order_relaxed);
   p->nonblocking_ok = true;
   p->pending_errno = 0;
